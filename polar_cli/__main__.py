@@ -1,0 +1,3 @@
+from polar_cli.cli import main
+
+main()

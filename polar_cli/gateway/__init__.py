@@ -1,0 +1,1 @@
+"""The gateway: asyncio server, sessions, upstream client and capture store."""

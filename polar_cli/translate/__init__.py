@@ -1,0 +1,1 @@
+"""Provider APIs <-> the typed internal representation (pure functions)."""
