@@ -1,0 +1,210 @@
+"""One model call through the gateway: detect, authenticate, decode, call upstream, capture, answer.
+
+This is the only place that knows the order of those steps; each step is a pure function elsewhere (`translate/`)
+or a small I/O object handed in (`UpstreamClient`, `CaptureWriter`). The handler never branches on the provider API:
+the codec the registry picked does every API-specific thing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import secrets
+import time
+from dataclasses import dataclass, replace
+from typing import Any
+
+import orjson
+
+from polar_cli.capture import CaptureRecord, CaptureWriter
+from polar_cli.capture.record import CaptureStatus
+from polar_cli.errors import ErrorKind, RequestError, UpstreamError
+from polar_cli.gateway.sessions import Session, SessionRegistry, api_key, redact_headers, redact_query
+from polar_cli.gateway.upstream_client import UpstreamClient
+from polar_cli.translate.codec import Codec, Route
+from polar_cli.translate.ir import ChatRequest, Completion
+from polar_cli.translate.registry import CODECS, error_codec_for_path, route_for_path, route_for_unknown_path
+from polar_cli.translate.upstream import (
+    UpstreamAnswer,
+    UpstreamOptions,
+    chat_body,
+    parse_answer,
+    strip_tokens,
+    tool_kinds,
+    upstream_error,
+)
+from polar_cli.wire.http11 import Request
+
+log = logging.getLogger("polar.gateway")
+
+UPSTREAM_PATH = "/v1/chat/completions"
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    status: int
+    body: bytes
+    content_type: str = "application/json"
+    # A synthetic event stream: complete SSE frames, sent with chunked transfer encoding.
+    stream: list[bytes] | None = None
+
+
+@dataclass(slots=True)
+class _Call:
+    """What one call has learned so far, for its capture record."""
+
+    session: Session
+    seq: int
+    started: float
+    route: Route
+    request: Request
+    body: dict[str, Any]
+    upstream_body: dict[str, Any] | None = None
+    upstream_answer: dict[str, Any] | None = None
+
+
+class Gateway:
+    def __init__(
+        self,
+        *,
+        upstream: UpstreamClient,
+        options: UpstreamOptions,
+        sessions: SessionRegistry,
+        capture: CaptureWriter | None,
+    ) -> None:
+        self.upstream = upstream
+        self.options = options
+        self.sessions = sessions
+        self.capture = capture
+        # call ids: a random per-process prefix and a counter (uuid4 per call costs an urandom read on the hot path)
+        self._id_prefix = secrets.token_hex(6)
+        self._ids = itertools.count()
+
+    async def handle(self, request: Request) -> Reply:
+        if request.path == "/health":
+            return Reply(200, b'{"status":"ok"}')
+        codec = error_codec_for_path(request.path)
+        try:
+            route = route_for_path(request.path)
+            body: dict[str, Any] | None = None
+            if route is None and request.method == "POST":
+                body = _json_object(request.body)
+                route = route_for_unknown_path(request.headers, body)
+            if route is None:
+                raise RequestError(f"no model API at {request.path}", status=404, kind="not_found")
+            codec = CODECS[route.api]
+            if request.method != "POST":
+                raise RequestError(
+                    f"{request.method} is not allowed here: use POST", status=405, kind="method_not_allowed"
+                )
+            session = self.sessions.lookup(api_key(request.headers, request.query))
+        except RequestError as exc:
+            return _error(codec, exc.status, exc.kind, exc.message)
+        call = _Call(session, session.next_seq(), time.time(), route, request, {})
+        try:
+            call.body = body if body is not None else _json_object(request.body)
+            chat = codec.decode_request(call.body, route)
+        except RequestError as exc:
+            self._record(call, "client_error", error=exc.message)
+            return _error(codec, exc.status, exc.kind, exc.message)
+        return await self._call_upstream(codec, call, chat)
+
+    async def _call_upstream(self, codec: Codec, call: _Call, chat: ChatRequest) -> Reply:
+        completion_id = f"{self._id_prefix}{next(self._ids):012x}"
+        call.upstream_body = chat_body(chat, self.options, rid=completion_id)
+        try:
+            response = await self.upstream.post_json(UPSTREAM_PATH, orjson.dumps(call.upstream_body))
+            if response.status != 200:
+                raise upstream_error(response.status, response.body)
+            try:
+                call.upstream_answer = orjson.loads(response.body)
+            except orjson.JSONDecodeError as exc:
+                raise UpstreamError(f"upstream answer is not JSON: {exc}") from exc
+            if not isinstance(call.upstream_answer, dict):
+                raise UpstreamError("upstream answer is not a JSON object")
+            answer = parse_answer(call.upstream_answer, tool_kinds(chat.tools))
+        except UpstreamError as exc:
+            log.warning("session %s call %d: %s", call.session.id, call.seq, exc.message)
+            self._record(call, "upstream_error", error=exc.message)
+            return _error(codec, exc.status, exc.kind, exc.message)
+        except asyncio.CancelledError:
+            # the harness hung up: free the server's slot, keep a record of the attempt
+            self._record(call, "client_error", error="client disconnected before the answer")
+            if self.options.engine == "sglang":
+                asyncio.get_running_loop().create_task(self._abort(completion_id))
+            raise
+        completion = _completion(completion_id, chat, answer, codec.tool_call_id_prefix, call.started)
+        self._record(call, "ok", answer=answer)
+        if not chat.stream:
+            return Reply(200, orjson.dumps(codec.encode_response(chat, completion)))
+        if call.route.api == "google" and "alt=sse" not in call.request.query:
+            # streamGenerateContent without alt=sse answers one JSON array of chunks
+            return Reply(200, b"[" + orjson.dumps(codec.encode_response(chat, completion)) + b"]")
+        return Reply(200, b"", "text/event-stream", stream=codec.encode_stream(chat, completion))
+
+    async def _abort(self, rid: str) -> None:
+        try:
+            await self.upstream.post_json("/abort_request", orjson.dumps({"rid": rid}))
+        except UpstreamError as exc:
+            log.info("abort of %s failed: %s", rid, exc.message)
+
+    def _record(
+        self, call: _Call, status: CaptureStatus, *, answer: UpstreamAnswer | None = None, error: str = ""
+    ) -> None:
+        if self.capture is None:
+            return
+        query = redact_query(call.request.query)
+        tokens = answer.tokens if answer is not None else None
+        self.capture.write(
+            CaptureRecord(
+                session_id=call.session.id,
+                seq=call.seq,
+                api=call.route.api,
+                path=call.request.path + (f"?{query}" if query else ""),
+                started=call.started,
+                ended=time.time(),
+                status=status,
+                request=call.body,
+                request_headers=redact_headers(call.request.headers),
+                normalized=call.upstream_body,
+                response=strip_tokens(call.upstream_answer) if call.upstream_answer is not None else None,
+                prompt_ids=tokens.prompt_ids if tokens else [],
+                response_ids=tokens.response_ids if tokens else [],
+                response_logprobs=tokens.response_logprobs if tokens else [],
+                finish_reason=tokens.finish_reason if tokens else None,
+                error=error or None,
+            )
+        )
+
+
+def _completion(
+    completion_id: str, chat: ChatRequest, answer: UpstreamAnswer, prefix: str, started: float
+) -> Completion:
+    # Servers mint tool-call ids per answer (some as "call_0", "functions.bash:0"), which repeat across turns; the
+    # gateway's ids are unique for the session's whole life, which harnesses that key results by id rely on.
+    calls = tuple(replace(c, id=f"{prefix}{completion_id}_{i}") for i, c in enumerate(answer.tool_calls))
+    return Completion(
+        id=completion_id,
+        model=chat.model,
+        created=int(started),
+        text=answer.text,
+        reasoning=answer.reasoning,
+        tool_calls=calls,
+        finish_reason=answer.finish_reason,
+        usage=answer.usage,
+    )
+
+
+def _json_object(raw: bytes) -> dict[str, Any]:
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise RequestError(f"request body is not valid JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise RequestError(f"request body must be a JSON object, not {type(value).__name__}")
+    return value
+
+
+def _error(codec: Codec, status: int, kind: ErrorKind, message: str) -> Reply:
+    return Reply(status, orjson.dumps(codec.encode_error(status, kind, message)))

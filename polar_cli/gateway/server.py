@@ -1,0 +1,208 @@
+"""The gateway's HTTP/1.1 server on raw asyncio: the protocol only moves bytes, the `Gateway` does the work.
+
+One request is in flight per connection; pipelined requests wait in the parser's buffer, and reading pauses while a
+request is being served, so a client cannot make the server buffer more than one message ahead.
+
+Timers, all per connection:
+- ``idle_timeout``: a kept-alive connection with no request in progress is closed after this long.
+- ``request_timeout``: once the first byte of a request arrived, the whole request must arrive within this long
+  (slow-loris clients get a 408 and the connection closes).
+A peer that breaks HTTP gets a 4xx in the API shape its path suggests, then the connection closes. A crash inside the
+handler is a 500 in that shape, the connection closes, and the server keeps serving others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass, field
+
+import orjson
+
+from polar_cli.gateway.handler import Gateway, Reply
+from polar_cli.translate.registry import error_codec_for_path
+from polar_cli.wire.http11 import (
+    CONTINUE,
+    LAST_CHUNK,
+    NEED_DATA,
+    Limits,
+    ProtocolError,
+    Request,
+    RequestParser,
+    encode_chunk,
+    encode_head,
+    encode_response,
+)
+
+log = logging.getLogger("polar.server")
+
+
+@dataclass(frozen=True, slots=True)
+class ServerLimits:
+    http: Limits = field(default_factory=Limits)
+    idle_timeout: float = 300.0
+    request_timeout: float = 60.0
+
+
+class GatewayProtocol(asyncio.Protocol):
+    def __init__(self, gateway: Gateway, limits: ServerLimits, connections: set[GatewayProtocol]) -> None:
+        self._gateway = gateway
+        self._limits = limits
+        self._connections = connections
+        self._parser = RequestParser(limits.http)
+        self._transport: asyncio.Transport | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._reading_request = False
+        self._sent_continue = False
+
+    # -- asyncio callbacks ---------------------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        self._connections.add(self)
+        self._arm(self._limits.idle_timeout)
+
+    def data_received(self, data: bytes) -> None:
+        self._parser.receive_data(data)
+        if not self._reading_request and self._task is None:
+            self._reading_request = True
+            self._arm(self._limits.request_timeout)
+        self._pump()
+
+    def eof_received(self) -> bool:
+        self._parser.receive_data(b"")
+        self._pump()
+        return True  # keep the transport open until our answer is written
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._connections.discard(self)
+        self._disarm()
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+        self._transport = None
+
+    # -- request loop -------------------------------------------------------------------------------------------
+
+    def _pump(self) -> None:
+        if self._task is not None or self._transport is None:
+            return
+        try:
+            event = self._parser.next_event()
+        except ProtocolError as exc:
+            self._fail(exc)
+            return
+        if event is NEED_DATA:
+            if self._parser.wants_continue() and not self._sent_continue:
+                self._sent_continue = True
+                self._transport.write(CONTINUE)
+            if self._parser.peer_closed:
+                self._close()
+            return
+        assert isinstance(event, Request)
+        self._reading_request = False
+        self._sent_continue = False
+        self._disarm()
+        self._transport.pause_reading()
+        self._task = asyncio.get_running_loop().create_task(self._serve(event))
+
+    async def _serve(self, request: Request) -> None:
+        try:
+            reply = await self._gateway.handle(request)
+        except asyncio.CancelledError:
+            return
+        except Exception:
+            log.exception("handler crashed on %s %s", request.method, request.path)
+            codec = error_codec_for_path(request.path)
+            body = orjson.dumps(codec.encode_error(500, "upstream", "internal gateway error"))
+            reply = Reply(500, body)
+            request = Request(request.method, request.target, request.path, request.query, {}, b"", False)
+        transport = self._transport
+        if transport is None:
+            return
+        self._write(transport, reply, request.keep_alive)
+        self._task = None
+        if not request.keep_alive:
+            self._close()
+            return
+        transport.resume_reading()
+        self._arm(self._limits.idle_timeout)
+        if self._parser.buffered:
+            self._reading_request = True
+            self._arm(self._limits.request_timeout)
+        self._pump()
+
+    def _write(self, transport: asyncio.Transport, reply: Reply, keep_alive: bool) -> None:
+        if reply.stream is None:
+            transport.write(encode_response(reply.status, reply.body, reply.content_type, keep_alive=keep_alive))
+            return
+        headers = [
+            ("content-type", reply.content_type),
+            ("cache-control", "no-cache"),
+            ("transfer-encoding", "chunked"),
+        ]
+        if not keep_alive:
+            headers.append(("connection", "close"))
+        transport.writelines([encode_head(reply.status, headers), *map(encode_chunk, reply.stream), LAST_CHUNK])
+
+    def _fail(self, exc: ProtocolError) -> None:
+        if self._transport is None:
+            return
+        codec = error_codec_for_path(exc.path or "")
+        body = orjson.dumps(codec.encode_error(exc.status, exc.kind, exc.message))
+        self._transport.write(encode_response(exc.status, body, keep_alive=False))
+        self._close()
+
+    def _close(self) -> None:
+        self._disarm()
+        if self._transport is not None:
+            self._transport.close()
+
+    # -- timers -------------------------------------------------------------------------------------------------
+
+    def _arm(self, seconds: float) -> None:
+        self._disarm()
+        self._timer = asyncio.get_running_loop().call_later(seconds, self._on_timeout)
+
+    def _disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _on_timeout(self) -> None:
+        self._timer = None
+        if self._task is not None:
+            return
+        if self._reading_request:
+            self._fail(ProtocolError("request not received in time", status=408))
+        else:
+            self._close()
+
+
+class GatewayServer:
+    """The listening socket and its connections."""
+
+    def __init__(self, gateway: Gateway, limits: ServerLimits = ServerLimits()) -> None:
+        self.gateway = gateway
+        self.limits = limits
+        self._server: asyncio.Server | None = None
+        self._connections: set[GatewayProtocol] = set()
+
+    async def start(self, host: str, port: int) -> tuple[str, int]:
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: GatewayProtocol(self.gateway, self.limits, self._connections), host, port, backlog=1024
+        )
+        sockname = self._server.sockets[0].getsockname()
+        return str(sockname[0]), int(sockname[1])
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            for conn in list(self._connections):
+                conn._close()
+            with contextlib.suppress(Exception):
+                await self._server.wait_closed()
+        await self.gateway.upstream.close()

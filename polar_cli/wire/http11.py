@@ -1,0 +1,392 @@
+"""Sans-IO HTTP/1.1 message parsing and encoding: bytes in, whole messages out.
+
+`RequestParser` (server side) and `ResponseParser` (the upstream client) share one reader. Feed bytes with
+``receive_data`` (``b""`` means the peer closed) and pull messages with ``next_event``, which returns a `Request` /
+`Response`, or `NEED_DATA`. The gateway only ever acts on whole messages (it must parse the JSON body before it can do
+anything), so bodies are buffered, within limits, and handed over complete.
+
+Rule 1: a message with both Content-Length and Transfer-Encoding is refused (400), never guessed at: that ambiguity is
+the root of request smuggling.
+Rule 2: limits are checked as bytes arrive, before buffering more, so a peer cannot make us hold more than the limit
+(headers, body, and the body after decompression).
+Rule 3: errors carry the status to answer with. After one, the parser is dead: the connection must close.
+"""
+
+from __future__ import annotations
+
+import zlib
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Final, Literal
+
+from polar_cli.errors import RequestError
+
+
+class _NeedData:
+    def __repr__(self) -> str:
+        return "NEED_DATA"
+
+
+NEED_DATA: Final = _NeedData()
+
+Headers = dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    max_header_bytes: int = 64 * 1024
+    max_headers: int = 128
+    max_body_bytes: int = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    method: str
+    target: str
+    path: str
+    query: str
+    # names lower-cased; a repeated header keeps its values joined with ", " (RFC 9110 5.3)
+    headers: Headers
+    body: bytes
+    keep_alive: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    status: int
+    reason: str
+    headers: Headers
+    body: bytes
+    keep_alive: bool
+
+
+class ProtocolError(RequestError):
+    """The peer broke HTTP/1.1; ``path`` is set once the request line was read, so the error takes that API's shape."""
+
+    def __init__(self, message: str, *, status: int = 400, path: str | None = None) -> None:
+        kind: Literal["invalid_request", "payload_too_large", "unsupported_media_type"] = "invalid_request"
+        if status == 413:
+            kind = "payload_too_large"
+        elif status == 415:
+            kind = "unsupported_media_type"
+        super().__init__(message, status=status, kind=kind)
+        self.path = path
+
+
+_TOKEN_CHARS = frozenset(b"!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+
+
+class _Reader(ABC):
+    """Shared state machine: head, then body by Content-Length, by chunks, or (responses only) until close."""
+
+    def __init__(self, limits: Limits) -> None:
+        self.limits = limits
+        self._buf = bytearray()
+        self._scan = 0  # where the search for the end of the head resumes (byte-by-byte peers stay linear)
+        self._eof = False
+        self._dead: ProtocolError | None = None
+        self._path: str | None = None
+        # per-message state
+        self._head: tuple[str, str, str, Headers] | None = None
+        self._body = bytearray()
+        self._remaining = 0
+        self._mode: Literal["length", "chunked", "close"] = "length"
+        self._chunk_state: Literal["size", "data", "data_crlf", "trailers"] = "size"
+
+    def receive_data(self, data: bytes) -> None:
+        if data:
+            self._buf += data
+        else:
+            self._eof = True
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buf)
+
+    @property
+    def peer_closed(self) -> bool:
+        return self._eof
+
+    def _fail(self, message: str, status: int = 400) -> ProtocolError:
+        self._dead = ProtocolError(message, status=status, path=self._path)
+        return self._dead
+
+    def _next(self) -> tuple[tuple[str, str, str, Headers], bytes] | _NeedData:
+        if self._dead is not None:
+            raise self._dead
+        if self._head is None:
+            end = self._buf.find(b"\r\n\r\n", self._scan)
+            if end < 0:
+                if len(self._buf) > self.limits.max_header_bytes:
+                    raise self._fail("request head too large", 431)
+                self._scan = max(0, len(self._buf) - 3)
+                if self._eof and self._buf:
+                    raise self._fail("connection closed in the middle of the message head")
+                return NEED_DATA
+            if end > self.limits.max_header_bytes:
+                raise self._fail("request head too large", 431)
+            head = bytes(self._buf[:end])
+            del self._buf[: end + 4]
+            self._scan = 0
+            self._head = self._parse_head(head)
+            self._start_body(self._head[3])
+        if not self._read_body():
+            if self._eof:
+                if self._mode == "close":
+                    return self._finish()
+                raise self._fail("connection closed in the middle of the body")
+            return NEED_DATA
+        return self._finish()
+
+    def _finish(self) -> tuple[tuple[str, str, str, Headers], bytes]:
+        assert self._head is not None
+        head, body = self._head, bytes(self._body)
+        self._head, self._body, self._path = None, bytearray(), None
+        return head, self._decode_body(body, head[3])
+
+    def _parse_head(self, head: bytes) -> tuple[str, str, str, Headers]:
+        lines = head.split(b"\r\n")
+        # RFC 9112 2.2: a server SHOULD ignore at least one empty line received before the request line.
+        while lines and not lines[0]:
+            lines.pop(0)
+        if not lines:
+            raise self._fail("empty message head")
+        try:
+            first = lines[0].decode("ascii")
+        except UnicodeDecodeError:
+            raise self._fail("start line is not ASCII") from None
+        parts = first.split(" ", 2)
+        if len(parts) != 3:
+            raise self._fail(f"malformed start line {first[:80]!r}")
+        a, b, c = parts
+        self._check_start_line(a, b, c)
+        if len(lines) - 1 > self.limits.max_headers:
+            raise self._fail("too many headers", 431)
+        headers: Headers = {}
+        for raw in lines[1:]:
+            name, sep, value = raw.partition(b":")
+            if not sep or not name or not _TOKEN_CHARS.issuperset(name):
+                raise self._fail(f"malformed header line {raw[:80]!r}")
+            key = name.decode("ascii").lower()
+            text = value.strip(b" \t").decode("latin-1")
+            headers[key] = f"{headers[key]}, {text}" if key in headers else text
+        return a, b, c, headers
+
+    @abstractmethod
+    def _check_start_line(self, a: str, b: str, c: str) -> None:
+        """Validate the start line's three fields (request line or status line)."""
+
+    def _start_body(self, headers: Headers) -> None:
+        te = headers.get("transfer-encoding")
+        cl = headers.get("content-length")
+        if te is not None:
+            if cl is not None:
+                raise self._fail("both Content-Length and Transfer-Encoding")
+            if te.strip().lower() != "chunked":
+                raise self._fail(f"unsupported Transfer-Encoding {te!r}", 501)
+            self._mode, self._chunk_state = "chunked", "size"
+        elif cl is not None:
+            if not cl.isdigit():
+                raise self._fail(f"bad Content-Length {cl!r}")
+            self._remaining = int(cl)
+            if self._remaining > self.limits.max_body_bytes:
+                raise self._fail("body too large", 413)
+            self._mode = "length"
+        else:
+            self._mode, self._remaining = self._default_body_mode()
+
+    def _default_body_mode(self) -> tuple[Literal["length", "close"], int]:
+        return "length", 0
+
+    def _read_body(self) -> bool:
+        """Move body bytes from the buffer; True once the body is complete."""
+        if self._mode == "length":
+            take = min(self._remaining, len(self._buf))
+            if take:
+                self._body += self._buf[:take]
+                del self._buf[:take]
+                self._remaining -= take
+            return self._remaining == 0
+        if self._mode == "close":
+            self._body += self._buf
+            self._buf.clear()
+            if len(self._body) > self.limits.max_body_bytes:
+                raise self._fail("body too large", 413)
+            return False
+        return self._read_chunks()
+
+    def _read_chunks(self) -> bool:
+        buf = self._buf
+        while True:
+            if self._chunk_state == "size":
+                end = buf.find(b"\r\n")
+                if end < 0:
+                    if len(buf) > 1024:
+                        raise self._fail("chunk size line too long")
+                    return False
+                size_text = bytes(buf[:end]).split(b";", 1)[0].strip()
+                del buf[: end + 2]
+                try:
+                    size = int(size_text, 16)
+                except ValueError:
+                    raise self._fail(f"bad chunk size {size_text[:20]!r}") from None
+                if size < 0:
+                    raise self._fail("bad chunk size")
+                if size == 0:
+                    self._chunk_state = "trailers"
+                    continue
+                if len(self._body) + size > self.limits.max_body_bytes:
+                    raise self._fail("body too large", 413)
+                self._remaining, self._chunk_state = size, "data"
+            elif self._chunk_state == "data":
+                take = min(self._remaining, len(buf))
+                self._body += buf[:take]
+                del buf[:take]
+                self._remaining -= take
+                if self._remaining:
+                    return False
+                self._chunk_state = "data_crlf"
+            elif self._chunk_state == "data_crlf":
+                if len(buf) < 2:
+                    return False
+                if buf[:2] != b"\r\n":
+                    raise self._fail("chunk data not followed by CRLF")
+                del buf[:2]
+                self._chunk_state = "size"
+            else:  # trailers: lines until an empty one; their content is ignored
+                end = buf.find(b"\r\n")
+                if end < 0:
+                    if len(buf) > self.limits.max_header_bytes:
+                        raise self._fail("trailers too large", 431)
+                    return False
+                del buf[: end + 2]
+                if end == 0:
+                    return True
+
+    def _decode_body(self, body: bytes, headers: Headers) -> bytes:
+        encoding = headers.get("content-encoding", "identity").strip().lower()
+        if encoding in ("identity", ""):
+            return body
+        if encoding in ("gzip", "x-gzip", "deflate"):
+            wbits = 16 + zlib.MAX_WBITS if encoding != "deflate" else zlib.MAX_WBITS
+            limit = self.limits.max_body_bytes
+            try:
+                d = zlib.decompressobj(wbits)
+                out = d.decompress(body, limit + 1)
+                if len(out) > limit:
+                    raise self._fail("body too large after decompression", 413)
+                if not d.eof:
+                    raise self._fail(f"truncated {encoding} body")
+                return out
+            except zlib.error:
+                if encoding == "deflate":  # some clients send raw deflate without the zlib wrapper
+                    try:
+                        return zlib.decompress(body, -zlib.MAX_WBITS)
+                    except zlib.error:
+                        pass
+                raise self._fail(f"corrupt {encoding} body") from None
+        raise self._fail(f"unsupported Content-Encoding {encoding!r}", 415)
+
+
+class RequestParser(_Reader):
+    """Server side: requests on one connection, in order (pipelined requests queue in the buffer)."""
+
+    def _check_start_line(self, method: str, target: str, version: str) -> None:
+        if version not in ("HTTP/1.1", "HTTP/1.0"):
+            raise self._fail(f"unsupported HTTP version {version[:20]!r}", 505)
+        if not method or not _TOKEN_CHARS.issuperset(method.encode()):
+            raise self._fail("malformed method")
+        if not target.startswith("/") and not target.startswith("http"):
+            raise self._fail("malformed request target")
+        self._path = target.split("?", 1)[0]
+
+    def next_event(self) -> Request | _NeedData:
+        got = self._next()
+        if isinstance(got, _NeedData):
+            return got
+        (method, target, version, headers), body = got
+        if target.startswith("http"):  # absolute-form: keep only the path
+            target = "/" + target.split("://", 1)[-1].partition("/")[2]
+        path, _, query = target.partition("?")
+        connection = headers.get("connection", "").lower()
+        keep_alive = "close" not in connection if version == "HTTP/1.1" else "keep-alive" in connection
+        return Request(method, target, path, query, headers, body, keep_alive)
+
+    def wants_continue(self) -> bool:
+        """True while a complete head asked for ``Expect: 100-continue`` and its body has not started arriving."""
+        return (
+            self._head is not None
+            and self._head[3].get("expect", "").lower() == "100-continue"
+            and not self._body
+            and not self._buf
+        )
+
+
+class ResponseParser(_Reader):
+    """Client side: one response per request sent."""
+
+    def _check_start_line(self, version: str, status: str, reason: str) -> None:
+        if not version.startswith("HTTP/1.") or not (status.isdigit() and len(status) == 3):
+            raise self._fail("malformed status line", 502)
+
+    def _default_body_mode(self) -> tuple[Literal["length", "close"], int]:
+        return "close", 0
+
+    def next_event(self) -> Response | _NeedData:
+        got = self._next()
+        if isinstance(got, _NeedData):
+            return got
+        (version, status, reason, headers), body = got
+        connection = headers.get("connection", "").lower()
+        keep_alive = self._mode != "close" and "close" not in connection and version == "HTTP/1.1"
+        return Response(int(status), reason, headers, body, keep_alive)
+
+
+_REASONS = {
+    100: "Continue",
+    200: "OK",
+    400: "Bad Request",
+    401: "Unauthorized",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    408: "Request Timeout",
+    413: "Content Too Large",
+    415: "Unsupported Media Type",
+    431: "Request Header Fields Too Large",
+    500: "Internal Server Error",
+    501: "Not Implemented",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+    504: "Gateway Timeout",
+    505: "HTTP Version Not Supported",
+    529: "Overloaded",
+}
+
+
+def encode_head(status: int, headers: list[tuple[str, str]]) -> bytes:
+    lines = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}"]
+    lines.extend(f"{k}: {v}" for k, v in headers)
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+def encode_response(
+    status: int, body: bytes, content_type: str = "application/json", *, keep_alive: bool = True
+) -> bytes:
+    headers = [("content-type", content_type), ("content-length", str(len(body)))]
+    if not keep_alive:
+        headers.append(("connection", "close"))
+    return encode_head(status, headers) + body
+
+
+def encode_chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data) if data else b""
+
+
+LAST_CHUNK: Final = b"0\r\n\r\n"
+CONTINUE: Final = b"HTTP/1.1 100 Continue\r\n\r\n"
+
+
+def encode_request(method: str, target: str, host: str, body: bytes, headers: list[tuple[str, str]]) -> bytes:
+    lines = [f"{method} {target} HTTP/1.1", f"host: {host}", f"content-length: {len(body)}"]
+    lines.extend(f"{k}: {v}" for k, v in headers)
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body

@@ -1,0 +1,321 @@
+"""Benchmark the gateway proxy against a fast local upstream stub (issue 2).
+
+Three processes: an SGLang-shaped stub (precomputed answer: 2,000 prompt ids, 64 sampled ids with logprobs), the
+proxy under test (`polar proxy`, capture on), and this load generator. The request is a ~34 KB Anthropic Messages body
+with 12 tools and a 20-turn tool-use history, streamed back as SSE like Claude Code asks.
+
+Prints: requests/s at 16 concurrent connections, p50/p99 latency at concurrency 1 through the proxy and direct to the
+stub (added = proxy - direct), and the proxy's RSS after 256 sessions. With --litellm it runs the same load through a
+LiteLLM proxy (1 worker) when LiteLLM is installed, for a ratio measured on the same machine in the same run.
+
+    python scripts/bench_proxy.py [--seconds 10] [--litellm]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import orjson
+
+HERE = Path(__file__).resolve().parent
+PROMPT_IDS = 2000
+SAMPLED_IDS = 64
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def anthropic_body() -> bytes:
+    schema = {
+        "type": "object",
+        "properties": {
+            f"arg{j}": {"type": "string", "description": "an argument of this tool, described at some length " * 2}
+            for j in range(6)
+        },
+        "required": ["arg0"],
+    }
+    tools = [{"name": f"tool_{i}", "description": "Does a thing. " * 12, "input_schema": schema} for i in range(12)]
+    messages: list[dict[str, object]] = [{"role": "user", "content": "Fix the failing test in the repository. " * 10}]
+    for turn in range(20):
+        messages.append(
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": f"Looking at step {turn}."},
+                    {"type": "tool_use", "id": f"toolu_{turn:04d}", "name": "tool_1", "input": {"arg0": "ls -la " * 8}},
+                ],
+            }
+        )
+        messages.append(
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": f"toolu_{turn:04d}", "content": "file.py\n" * 60}],
+            }
+        )
+    body = {
+        "model": "claude-opus-5-5",
+        "max_tokens": 32000,
+        "stream": True,
+        "system": [{"type": "text", "text": "You are a careful coding agent. " * 80}],
+        "tools": tools,
+        "messages": messages,
+    }
+    return orjson.dumps(body)
+
+
+def stub_answer() -> bytes:
+    answer = {
+        "id": "stub",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "stub",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "word " * (SAMPLED_IDS - 1), "tool_calls": None},
+                "logprobs": {
+                    "content": [
+                        {"token": "w", "logprob": -0.5, "bytes": None, "top_logprobs": []} for _ in range(SAMPLED_IDS)
+                    ]
+                },
+                "finish_reason": "stop",
+                "matched_stop": 151645,
+                "prompt_token_ids": list(range(1000, 1000 + PROMPT_IDS)),
+                "response_token_ids": [*range(500, 500 + SAMPLED_IDS - 1), 151645],
+            }
+        ],
+        "usage": {
+            "prompt_tokens": PROMPT_IDS,
+            "completion_tokens": SAMPLED_IDS,
+            "total_tokens": PROMPT_IDS + SAMPLED_IDS,
+        },
+    }
+    return orjson.dumps(answer)
+
+
+# -- the stub upstream ---------------------------------------------------------------------------------------------
+
+
+async def run_stub(port: int) -> None:
+    sys.path.insert(0, str(HERE.parent))
+    from polar_cli.wire.http11 import NEED_DATA, Limits, RequestParser, encode_response
+
+    reply = encode_response(200, stub_answer())
+    models = encode_response(200, b'{"object":"list","data":[{"id":"stub","object":"model"}]}')
+
+    class Stub(asyncio.Protocol):
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            self.t = transport
+            self.p = RequestParser(Limits())
+
+        def data_received(self, data: bytes) -> None:
+            self.p.receive_data(data)
+            while (event := self.p.next_event()) is not NEED_DATA:
+                self.t.write(models if event.path == "/v1/models" else reply)  # type: ignore[union-attr,attr-defined]
+
+    server = await asyncio.get_running_loop().create_server(Stub, "127.0.0.1", port, backlog=1024)
+    async with server:
+        await server.serve_forever()
+
+
+# -- the load generator --------------------------------------------------------------------------------------------
+
+
+async def one_request(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, data: bytes) -> None:
+    writer.write(data)
+    head = await reader.readuntil(b"\r\n\r\n")
+    if b" 200 " not in head.split(b"\r\n", 1)[0]:
+        raise RuntimeError(f"bad answer: {head[:200]!r}")
+    if b"chunked" in head.lower():
+        while True:
+            size = int((await reader.readuntil(b"\r\n"))[:-2].split(b";")[0], 16)
+            await reader.readexactly(size + 2)
+            if size == 0:
+                return
+    length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+    await reader.readexactly(length)
+
+
+def http_post(path: str, body: bytes, key: str, port: int) -> bytes:
+    head = (
+        f"POST {path} HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\ncontent-type: application/json\r\n"
+        f"x-api-key: {key}\r\nauthorization: Bearer {key}\r\nanthropic-version: 2023-06-01\r\n"
+        f"content-length: {len(body)}\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+async def throughput(port: int, path: str, body: bytes, conns: int, seconds: float) -> float:
+    done = 0
+    deadline = time.perf_counter() + seconds
+
+    async def worker(i: int) -> None:
+        nonlocal done
+        reader, writer = await asyncio.open_connection("127.0.0.1", port, limit=1 << 22)
+        data = http_post(path, body, f"sk-bench-{i}", port)
+        while time.perf_counter() < deadline:
+            await one_request(reader, writer, data)
+            done += 1
+        writer.close()
+
+    start = time.perf_counter()
+    await asyncio.gather(*(worker(i) for i in range(conns)))
+    return done / (time.perf_counter() - start)
+
+
+async def latencies(port: int, path: str, body: bytes, n: int) -> list[float]:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port, limit=1 << 22)
+    data = http_post(path, body, "sk-bench-latency", port)
+    out = []
+    for _ in range(n):
+        t = time.perf_counter()
+        await one_request(reader, writer, data)
+        out.append(time.perf_counter() - t)
+    writer.close()
+    return out
+
+
+async def open_sessions(port: int, path: str, body: bytes, n: int) -> None:
+    async def one(i: int) -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port, limit=1 << 22)
+        await one_request(reader, writer, http_post(path, body, f"sk-bench-session-{i}", port))
+        writer.close()
+
+    for start in range(0, n, 32):
+        await asyncio.gather(*(one(i) for i in range(start, min(n, start + 32))))
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def wait_port(port: int, timeout: float = 30.0) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on {port}")
+
+
+def pct(values: list[float], q: float) -> float:
+    return statistics.quantiles(values, n=100)[int(q) - 1] * 1000
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--latency-requests", type=int, default=2000)
+    ap.add_argument("--litellm", action="store_true", help="also measure a LiteLLM proxy (1 worker) if installed")
+    ap.add_argument("--stub", type=int, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.stub:
+        asyncio.run(run_stub(args.stub))
+        return
+
+    body = anthropic_body()
+    direct_body = orjson.dumps({"model": "stub", "messages": [{"role": "user", "content": "hi"}], "stream": False})
+    stub_port, proxy_port = free_port(), free_port()
+    procs = [subprocess.Popen([sys.executable, __file__, "--stub", str(stub_port)])]
+    capture = Path(tempfile.mkdtemp(prefix="polar-bench-"))
+    try:
+        wait_port(stub_port)
+        proxy = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "polar_cli",
+                "proxy",
+                "--upstream",
+                f"http://127.0.0.1:{stub_port}",
+                "--port",
+                str(proxy_port),
+                "--capture-dir",
+                str(capture),
+                "--allow-unknown-keys",
+                "--log-level",
+                "warning",
+            ]
+        )
+        procs.append(proxy)
+        wait_port(proxy_port)
+        print(f"request body: {len(body) / 1024:.1f} KB Anthropic Messages, 12 tools, 20 tool turns, stream=true")
+        asyncio.run(throughput(proxy_port, "/v1/messages", body, 16, 1.0))  # warm-up
+        rps = asyncio.run(throughput(proxy_port, "/v1/messages", body, 16, args.seconds))
+        lat_proxy = asyncio.run(latencies(proxy_port, "/v1/messages", body, args.latency_requests))
+        lat_direct = asyncio.run(latencies(stub_port, "/v1/chat/completions", direct_body, args.latency_requests))
+        asyncio.run(open_sessions(proxy_port, "/v1/messages", body, 256))
+        rss = rss_mb(proxy.pid)
+        added50 = pct(lat_proxy, 50) - pct(lat_direct, 50)
+        added99 = pct(lat_proxy, 99) - pct(lat_direct, 99)
+        results = {
+            "polar_rps_16conn": round(rps, 1),
+            "polar_p50_ms": round(pct(lat_proxy, 50), 3),
+            "polar_p99_ms": round(pct(lat_proxy, 99), 3),
+            "direct_p50_ms": round(pct(lat_direct, 50), 3),
+            "direct_p99_ms": round(pct(lat_direct, 99), 3),
+            "polar_added_p50_ms": round(added50, 3),
+            "polar_added_p99_ms": round(added99, 3),
+            "polar_rss_mb_after_256_sessions": round(rss, 1),
+        }
+        if args.litellm:
+            results.update(bench_litellm(stub_port, body, args))
+        print(json.dumps(results, indent=2))
+        for name, ok in (
+            ("rps >= 1000", rps >= 1000),
+            ("added p50 <= 1.5 ms", added50 <= 1.5),
+            ("RSS <= 200 MB", rss <= 200),
+        ):
+            print(f"target {name}: {'met' if ok else 'NOT met'}")
+    finally:
+        for p in procs:
+            p.terminate()
+            p.wait(10)
+        shutil.rmtree(capture, ignore_errors=True)
+
+
+def bench_litellm(stub_port: int, body: bytes, args: argparse.Namespace) -> dict[str, float | str]:
+    exe = shutil.which("litellm")
+    if exe is None:
+        return {"litellm": "not installed"}
+    port = free_port()
+    config = Path(tempfile.mkdtemp()) / "litellm.yaml"
+    config.write_text(
+        "model_list:\n  - model_name: claude-opus-5-5\n    litellm_params:\n      model: openai/stub\n"
+        f"      api_base: http://127.0.0.1:{stub_port}/v1\n      api_key: none\n"
+    )
+    proc = subprocess.Popen(
+        [exe, "--config", str(config), "--port", str(port), "--num_workers", "1"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "LITELLM_LOG": "ERROR"},
+    )  # fmt: skip
+    try:
+        wait_port(port, 120)
+        asyncio.run(throughput(port, "/v1/messages", body, 16, 1.0))
+        rps = asyncio.run(throughput(port, "/v1/messages", body, 16, args.seconds))
+        lat = asyncio.run(latencies(port, "/v1/messages", body, min(500, args.latency_requests)))
+        return {"litellm_rps_16conn": round(rps, 1), "litellm_p50_ms": round(pct(lat, 50), 3)}
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+if __name__ == "__main__":
+    main()
