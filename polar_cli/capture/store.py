@@ -30,8 +30,9 @@ def session_file(capture_dir: Path, session_id: str) -> Path:
 class CaptureWriter:
     """Appends records to per-session files from a background thread.
 
-    `write` only enqueues (safe from the event loop); `close` drains the queue. Each line goes out in one write(2) on a file opened for append, so a killed process loses only what is still queued. The
-    compaction (prefix search, dict comparison) runs on the writer thread too, off the request path.
+    `write` only enqueues (safe from the event loop); `close` drains the queue. Each line goes out in one write(2) on
+    a file opened for append, so a killed process loses only what is still queued. The compaction (prefix search,
+    dict comparison) runs on the writer thread too, off the request path.
     """
 
     def __init__(self, capture_dir: Path) -> None:

@@ -127,6 +127,9 @@ class Gateway:
         except UpstreamError as exc:
             log.warning("session %s call %d: %s", call.session.id, call.seq, exc.message)
             self._record(call, "upstream_error", error=exc.message)
+            if chat.stream and codec.encode_stream_error is not None and exc.kind in codec.stream_error_kinds:
+                frames = codec.encode_stream_error(chat, completion_id, int(call.started), exc.kind, exc.message)
+                return Reply(200, b"", "text/event-stream", stream=frames)
             return _error(codec, exc.status, exc.kind, exc.message)
         except asyncio.CancelledError:
             # the harness hung up: free the server's slot, keep a record of the attempt

@@ -43,3 +43,8 @@ class Codec:
     encode_error: Callable[[int, ErrorKind, str], dict[str, Any]]
     # Prefix of the tool-call ids the gateway mints for this API (``toolu_`` for Anthropic, ``call_`` for OpenAI).
     tool_call_id_prefix: str = "call_"
+    # For APIs whose clients only understand some errors inside a 200 event stream (Codex reads a context overflow
+    # only as ``response.failed``): (request, completion id, created, kind, message) -> SSE frames.
+    encode_stream_error: Callable[[ChatRequest, str, int, ErrorKind, str], list[bytes]] | None = None
+    # The error kinds that go through encode_stream_error when the caller asked to stream.
+    stream_error_kinds: frozenset[ErrorKind] = frozenset()

@@ -1,0 +1,223 @@
+"""Reading Google's proto3 JSON: fields under either spelling, typed getters that name the path, schema conversion.
+
+Google's JSON mapping of protobuf accepts every field under its camelCase name *or* its original snake_case name, and
+clients use both: Gemini CLI sends ``parametersJsonSchema``, the google-genai Python SDK ``parameters_json_schema``
+(and ``mime_type``, ``include_thoughts``, ``min_length`` ...). Every lookup in the Google codec goes through `field`,
+so no call site has to remember the second spelling. Error paths always use the camelCase name.
+
+Function parameters and response schemas arrive in two dialects: ``parameters``/``responseSchema`` are Google's
+OpenAPI-subset ``Schema`` message (``"type": "OBJECT"``, ``nullable``, ``propertyOrdering``), while
+``parametersJsonSchema``/``responseJsonSchema`` are plain JSON Schema. The upstream wants JSON Schema, so the first is
+converted by `openapi_to_json_schema`; the second passes through `lowercase_schema_types`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from functools import lru_cache
+from typing import Any, NoReturn
+
+from polar_cli.errors import RequestError
+
+# Deeper schemas than this are refused rather than risking Python's recursion limit on hostile input.
+MAX_SCHEMA_DEPTH = 64
+
+_OPENAPI_TYPES = {"STRING", "NUMBER", "INTEGER", "BOOLEAN", "ARRAY", "OBJECT", "NULL"}
+# JSON Schema keywords whose value is one schema, a list of schemas, or a name -> schema map.
+_ONE_SCHEMA = ("items", "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames")
+_SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
+_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+
+
+def fail(path: str, problem: str) -> NoReturn:
+    raise RequestError(f"{path}: {problem}")
+
+
+def json_type(value: Any) -> str:
+    """The JSON name of a value's type, for error messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list | tuple):
+        return "array"
+    if isinstance(value, Mapping):
+        return "object"
+    return type(value).__name__
+
+
+@lru_cache(maxsize=256)
+def snake(name: str) -> str:
+    return re.sub(r"([A-Z])", r"_\1", name).lower()
+
+
+@lru_cache(maxsize=256)
+def camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(word[:1].upper() + word[1:] for word in rest)
+
+
+def field(obj: Mapping[str, Any], name: str) -> Any:
+    """The value of the proto3 field ``name`` (camelCase) under either spelling; None when absent or null."""
+    value = obj.get(name)
+    if value is None:
+        value = obj.get(snake(name))
+    return value
+
+
+def at(path: str, name: str) -> str:
+    return f"{path}.{name}" if path else name
+
+
+def obj(value: Any, path: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        fail(path, f"expected an object, got {json_type(value)}")
+    return value
+
+
+def array(value: Any, path: str) -> list[Any]:
+    if not isinstance(value, list):
+        fail(path, f"expected an array, got {json_type(value)}")
+    return value
+
+
+def opt_obj(parent: Mapping[str, Any], name: str, path: str) -> Mapping[str, Any] | None:
+    value = field(parent, name)
+    return None if value is None else obj(value, at(path, name))
+
+
+def opt_list(parent: Mapping[str, Any], name: str, path: str) -> list[Any] | None:
+    value = field(parent, name)
+    return None if value is None else array(value, at(path, name))
+
+
+def opt_str(parent: Mapping[str, Any], name: str, path: str) -> str | None:
+    value = field(parent, name)
+    if value is not None and not isinstance(value, str):
+        fail(at(path, name), f"expected a string, got {json_type(value)}")
+    return value
+
+
+def req_str(parent: Mapping[str, Any], name: str, path: str) -> str:
+    value = opt_str(parent, name, path)
+    if value is None:
+        fail(at(path, name), "missing")
+    return value
+
+
+def opt_bool(parent: Mapping[str, Any], name: str, path: str) -> bool | None:
+    value = field(parent, name)
+    if value is not None and not isinstance(value, bool):
+        fail(at(path, name), f"expected a boolean, got {json_type(value)}")
+    return value
+
+
+def opt_float(parent: Mapping[str, Any], name: str, path: str) -> float | None:
+    value = field(parent, name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        fail(at(path, name), f"expected a number, got {json_type(value)}")
+    return float(value)
+
+
+def opt_int(parent: Mapping[str, Any], name: str, path: str) -> int | None:
+    """An integer field; integral floats are accepted because the Python SDK sends ``topK`` as ``3.0``."""
+    value = field(parent, name)
+    if value is None:
+        return None
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        fail(at(path, name), f"expected an integer, got {json_type(value)}")
+    return value
+
+
+def str_list(parent: Mapping[str, Any], name: str, path: str) -> list[str]:
+    items = opt_list(parent, name, path) or []
+    for i, item in enumerate(items):
+        if not isinstance(item, str):
+            fail(f"{at(path, name)}[{i}]", f"expected a string, got {json_type(item)}")
+    return items
+
+
+# --- schemas --------------------------------------------------------------------------------------------------------
+
+
+def openapi_to_json_schema(value: Any, path: str, depth: int = 0) -> dict[str, Any]:
+    """Convert Google's OpenAPI-subset ``Schema`` (either spelling, uppercase types) into JSON Schema.
+
+    ``nullable: true`` becomes a ``"null"`` member of ``type``, ``example`` becomes ``examples``, and
+    ``propertyOrdering`` (a Gemini output-ordering hint with no JSON Schema meaning) is dropped.
+    """
+    schema = obj(value, path)
+    if depth > MAX_SCHEMA_DEPTH:
+        fail(path, f"schema nested deeper than {MAX_SCHEMA_DEPTH} levels")
+    out: dict[str, Any] = {}
+    nullable = False
+    for raw_key, item in schema.items():
+        key = camel(raw_key)
+        if item is None or key == "propertyOrdering":
+            continue
+        if key == "type":
+            if not isinstance(item, str):
+                fail(at(path, key), f"expected a string, got {json_type(item)}")
+            if item.upper() in _OPENAPI_TYPES:
+                out["type"] = item.lower()
+            elif item.upper() != "TYPE_UNSPECIFIED":
+                fail(at(path, key), f"unknown schema type {item!r}")
+        elif key == "nullable":
+            nullable = item is True
+        elif key == "properties":
+            props = obj(item, at(path, key))
+            out[key] = {n: openapi_to_json_schema(s, f"{at(path, key)}.{n}", depth + 1) for n, s in props.items()}
+        elif key == "items":
+            out[key] = openapi_to_json_schema(item, at(path, key), depth + 1)
+        elif key == "anyOf":
+            subs = array(item, at(path, key))
+            out[key] = [openapi_to_json_schema(s, f"{at(path, key)}[{i}]", depth + 1) for i, s in enumerate(subs)]
+        elif key == "example":
+            out["examples"] = [item]
+        else:
+            out[key] = item
+    if nullable and "type" in out:
+        out["type"] = [out["type"], "null"]
+    return out
+
+
+def lowercase_schema_types(value: Any, path: str, depth: int = 0) -> dict[str, Any]:
+    """A JSON Schema with any OpenAPI-style uppercase ``type`` names (``"OBJECT"``) lowered, everything else kept.
+
+    Only schema positions are walked (``properties`` values, ``items``, ``anyOf`` members ...), so a property that
+    happens to be *named* ``type`` is left alone.
+    """
+    schema = obj(value, path)
+    if depth > MAX_SCHEMA_DEPTH:
+        fail(path, f"schema nested deeper than {MAX_SCHEMA_DEPTH} levels")
+    out = dict(schema)
+    kind = out.get("type")
+    if isinstance(kind, str) and kind in _OPENAPI_TYPES:
+        out["type"] = kind.lower()
+    elif isinstance(kind, list):
+        out["type"] = [k.lower() if isinstance(k, str) and k in _OPENAPI_TYPES else k for k in kind]
+    for key in _ONE_SCHEMA:
+        if isinstance(out.get(key), Mapping):
+            out[key] = lowercase_schema_types(out[key], at(path, key), depth + 1)
+    for key in _SCHEMA_LISTS:
+        if isinstance(out.get(key), list):
+            out[key] = [
+                lowercase_schema_types(s, f"{at(path, key)}[{i}]", depth + 1) if isinstance(s, Mapping) else s
+                for i, s in enumerate(out[key])
+            ]
+    for key in _SCHEMA_MAPS:
+        if isinstance(out.get(key), Mapping):
+            out[key] = {
+                n: lowercase_schema_types(s, f"{at(path, key)}.{n}", depth + 1) if isinstance(s, Mapping) else s
+                for n, s in out[key].items()
+            }
+    return out

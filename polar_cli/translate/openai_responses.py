@@ -1,0 +1,387 @@
+"""OpenAI Responses API (``POST /v1/responses``) <-> the IR. Spoken by Codex CLI (its only wire API) and Pi.
+
+Mental model: a Responses request is a flat list of *items* (messages, function calls, their outputs, reasoning),
+while the IR is a Chat-style list of turns. Decoding folds the items into turns:
+
+    Rule 1: consecutive assistant output items (``message`` with role assistant, ``function_call``,
+            ``custom_tool_call``) become ONE assistant turn carrying text and several tool calls.
+    Rule 2: a ``reasoning`` item belongs to the assistant output that follows it; one that arrives after that turn
+            already has output starts the next turn. Reasoning that no assistant output follows is dropped.
+    Rule 3: every ``*_call_output`` item is its own ``tool`` turn.
+
+The gateway is stateless (Codex sends ``store: false`` and the full history every turn), so anything that points at
+server-side state (``previous_response_id``, ``item_reference``, ``conversation``) is refused with a 400.
+The encode side (Response object, SSE stream, errors) lives in `openai_responses_encode`, the JSON type checks
+in `openai_responses_checks`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+from polar_cli.errors import ErrorKind, RequestError
+from polar_cli.translate import ir
+from polar_cli.translate.codec import Codec, Route
+from polar_cli.translate.openai_responses_checks import (
+    array,
+    json_type,
+    obj,
+    opt_bool,
+    opt_float,
+    opt_int,
+    opt_string,
+    string,
+)
+from polar_cli.translate.openai_responses_encode import (
+    encode_error,
+    encode_failed_stream,
+    encode_response,
+    encode_stream,
+)
+
+# Built-in tool types: OpenAI runs them on its servers or only its own models emit their call items. The gateway's
+# model is offered functions, and the encoder answers with function and custom tool calls only.
+HOSTED_TOOL_TYPES = frozenset(
+    {"web_search", "web_search_preview", "tool_search", "file_search", "computer_use", "computer_use_preview"}
+    | {"mcp", "local_shell", "shell", "apply_patch", "image_generation", "code_interpreter"}
+)
+_EFFORT_OFF = "none"
+_EMPTY_SCHEMA: ir.JsonObject = {"type": "object", "properties": {}}
+
+
+def decode_request(body: ir.JsonObject, route: Route) -> ir.ChatRequest:
+    """Decode a Responses request body into the IR; raise RequestError naming the field for anything malformed."""
+    if not isinstance(body, Mapping):
+        raise RequestError("body: expected a JSON object")
+    _reject_stateful_fields(body)
+    model = route.model if route.model is not None else string(body.get("model"), "model")
+    messages: list[ir.Message] = []
+    instructions = opt_string(body.get("instructions"), "instructions")
+    if instructions:
+        messages.append(ir.Message(role="system", content=(ir.Text(instructions),)))
+    messages.extend(_decode_input(body.get("input")))
+    stream = opt_bool(body.get("stream"), "stream")
+    return ir.ChatRequest(
+        model=model,
+        messages=tuple(messages),
+        tools=_decode_tools(body.get("tools")),
+        tool_choice=_decode_tool_choice(body.get("tool_choice")),
+        parallel_tool_calls=opt_bool(body.get("parallel_tool_calls"), "parallel_tool_calls"),
+        sampling=_decode_sampling(body),
+        reasoning=_decode_reasoning(body.get("reasoning")),
+        response_format=_decode_text_format(body.get("text")),
+        stream=route.stream if route.stream is not None else bool(stream),
+    )
+
+
+def _reject_stateful_fields(body: Mapping[str, Any]) -> None:
+    for name in ("previous_response_id", "conversation", "prompt"):
+        if body.get(name) is not None:
+            raise RequestError(
+                f"{name}: not supported: this gateway stores no responses; "
+                "send the whole conversation in `input` (store: false)"
+            )
+    if body.get("background") is True:
+        raise RequestError("background: not supported: this gateway answers synchronously")
+
+
+# --- input items -----------------------------------------------------------------------------------------------
+
+
+def _decode_input(raw: Any) -> list[ir.Message]:
+    if raw is None:
+        raise RequestError("input: required")
+    if isinstance(raw, str):
+        return [ir.Message(role="user", content=(ir.Text(raw),))]
+    items = array(raw, "input")
+    out: list[ir.Message] = []
+    reasoning: list[str] = []
+    parts: list[ir.Part] = []
+    calls: list[ir.ToolCall] = []
+    call_names: dict[str, str] = {}
+
+    def flush() -> None:
+        if parts or calls:
+            out.append(
+                ir.Message(
+                    role="assistant",
+                    content=tuple(parts),
+                    reasoning="\n\n".join(reasoning) if reasoning else None,
+                    tool_calls=tuple(calls),
+                )
+            )
+            reasoning.clear()
+            parts.clear()
+            calls.clear()
+
+    for index, raw_item in enumerate(items):
+        path = f"input[{index}]"
+        item = obj(raw_item, path)
+        kind = _item_type(item, path)
+        if kind == "reasoning":
+            flush()  # Rule 2: reasoning opens the next assistant turn
+            text = _reasoning_text(item, path)
+            if text:
+                reasoning.append(text)
+        elif kind == "message" and string(item.get("role"), f"{path}.role") == "assistant":
+            parts.extend(_decode_content(item.get("content"), f"{path}.content"))
+        elif kind == "function_call":
+            call = _decode_function_call(item, path)
+            call_names[call.id] = call.name
+            calls.append(call)
+        elif kind == "custom_tool_call":
+            call = _decode_custom_tool_call(item, path)
+            call_names[call.id] = call.name
+            calls.append(call)
+        else:
+            flush()
+            reasoning.clear()  # Rule 2: nothing to attach it to
+            if kind == "message":
+                out.append(_decode_message(item, path))
+            elif kind in ("function_call_output", "custom_tool_call_output"):
+                call_id = string(item.get("call_id"), f"{path}.call_id")
+                content = _decode_content(item.get("output"), f"{path}.output")
+                out.append(ir.Message(role="tool", content=content, tool_call_id=call_id, name=call_names.get(call_id)))
+            elif kind == "item_reference":
+                raise RequestError(
+                    f"{path}: item_reference is not supported: this gateway stores no items; send the item itself"
+                )
+            else:
+                raise RequestError(f"{path}.type: unsupported input item type {kind!r}")
+    flush()
+    return out
+
+
+def _item_type(item: Mapping[str, Any], path: str) -> str:
+    # EasyInputMessage (Pi's system prompt) carries no "type": a bare {role, content} is a message.
+    raw = item.get("type")
+    if raw is None and "role" in item:
+        return "message"
+    return string(raw, f"{path}.type")
+
+
+def _decode_message(item: Mapping[str, Any], path: str) -> ir.Message:
+    role = string(item.get("role"), f"{path}.role")
+    content = _decode_content(item.get("content"), f"{path}.content")
+    if role == "user":
+        return ir.Message(role="user", content=content)
+    if role in ("system", "developer"):
+        return ir.Message(role="system", content=content)
+    raise RequestError(f"{path}.role: unsupported role {role!r}")
+
+
+def _decode_content(raw: Any, path: str) -> tuple[ir.Part, ...]:
+    if isinstance(raw, str):
+        return (ir.Text(raw),)
+    if not isinstance(raw, list):
+        raise RequestError(f"{path}: expected a string or an array, got {json_type(raw)}")
+    return tuple(_decode_part(part, f"{path}[{i}]") for i, part in enumerate(raw))
+
+
+def _decode_part(raw: Any, path: str) -> ir.Part:
+    part = obj(raw, path)
+    kind = string(part.get("type"), f"{path}.type")
+    if kind in ("input_text", "output_text"):
+        return ir.Text(string(part.get("text"), f"{path}.text"))
+    if kind == "refusal":
+        return ir.Text(string(part.get("refusal"), f"{path}.refusal"))
+    if kind == "input_image":
+        url = opt_string(part.get("image_url"), f"{path}.image_url")
+        if url is None:
+            raise RequestError(f"{path}.image_url: required (file_id images are not supported)")
+        return ir.Image(url)
+    raise RequestError(f"{path}.type: unsupported content part type {kind!r}")
+
+
+def _decode_function_call(item: Mapping[str, Any], path: str) -> ir.ToolCall:
+    return ir.ToolCall(
+        id=string(item.get("call_id"), f"{path}.call_id"),
+        name=string(item.get("name"), f"{path}.name"),
+        arguments=string(item.get("arguments"), f"{path}.arguments"),
+    )
+
+
+def _decode_custom_tool_call(item: Mapping[str, Any], path: str) -> ir.ToolCall:
+    raw_input = string(item.get("input"), f"{path}.input")
+    try:
+        arguments = orjson.dumps({"input": raw_input}).decode()
+    except orjson.JSONEncodeError as exc:  # lone surrogates cannot be JSON text
+        raise RequestError(f"{path}.input: not valid Unicode text") from exc
+    return ir.ToolCall(
+        id=string(item.get("call_id"), f"{path}.call_id"),
+        name=string(item.get("name"), f"{path}.name"),
+        arguments=arguments,
+        kind="custom",
+    )
+
+
+def _reasoning_text(item: Mapping[str, Any], path: str) -> str:
+    # Full reasoning text (``content``) wins over the summary; ``encrypted_content`` is opaque and ignored.
+    content = item.get("content")
+    if content is not None:
+        texts = [
+            string(obj(p, f"{path}.content[{i}]").get("text"), f"{path}.content[{i}].text")
+            for i, p in enumerate(array(content, f"{path}.content"))
+        ]
+        if texts:
+            return "".join(texts)
+    summary = item.get("summary")
+    if summary is None:
+        return ""
+    return "\n\n".join(
+        string(obj(p, f"{path}.summary[{i}]").get("text"), f"{path}.summary[{i}].text")
+        for i, p in enumerate(array(summary, f"{path}.summary"))
+    )
+
+
+# --- tools -----------------------------------------------------------------------------------------------------
+
+
+def drop_hosted_tools(tools: list[Any]) -> list[tuple[int, Any]]:
+    """Quirk: Codex offers OpenAI-hosted tools (``web_search``, ``tool_search``) the gateway cannot run; hide them.
+
+    Returns the remaining tools with their original index, so error messages still name the right ``tools[i]``.
+    """
+    return [(i, t) for i, t in enumerate(tools) if not (isinstance(t, Mapping) and _is_hosted(t.get("type")))]
+
+
+def _is_hosted(kind: Any) -> bool:
+    # Dated variants (``web_search_preview_2025_03_11``) share the family name as a prefix.
+    return isinstance(kind, str) and any(kind == h or kind.startswith(h + "_20") for h in HOSTED_TOOL_TYPES)
+
+
+def custom_tool_description(description: str, fmt: Mapping[str, Any] | None, path: str) -> str:
+    """Quirk: the upstream only knows JSON functions, so a freeform tool's grammar (Codex's ``apply_patch`` lark
+    grammar) is spelled out in the description, or the model would not know what input shape to write."""
+    if fmt is None:
+        return description
+    kind = string(fmt.get("type"), f"{path}.type")
+    if kind == "text":
+        return description
+    if kind != "grammar":
+        raise RequestError(f"{path}.type: unsupported custom tool format {kind!r}")
+    syntax = opt_string(fmt.get("syntax"), f"{path}.syntax") or "lark"
+    definition = string(fmt.get("definition"), f"{path}.definition")
+    note = (
+        f"Pass this tool's raw text as the string argument `input`; that text must match this {syntax} grammar:\n"
+        f"```{syntax}\n{definition.rstrip()}\n```"
+    )
+    return f"{description}\n\n{note}" if description else note
+
+
+def _decode_tools(raw: Any) -> tuple[ir.Tool, ...]:
+    if raw is None:
+        return ()
+    tools: list[ir.Tool] = []
+    for index, raw_tool in drop_hosted_tools(list(array(raw, "tools"))):
+        path = f"tools[{index}]"
+        tool = obj(raw_tool, path)
+        kind = string(tool.get("type"), f"{path}.type")
+        name = string(tool.get("name"), f"{path}.name")
+        description = opt_string(tool.get("description"), f"{path}.description") or ""
+        if kind == "function":
+            params = tool.get("parameters")
+            parameters = dict(_EMPTY_SCHEMA) if params is None else dict(obj(params, f"{path}.parameters"))
+            tools.append(ir.Tool(name=name, description=description, parameters=parameters))
+        elif kind == "custom":
+            fmt = tool.get("format")
+            fmt_obj = None if fmt is None else obj(fmt, f"{path}.format")
+            tools.append(
+                ir.Tool(
+                    name=name,
+                    description=custom_tool_description(description, fmt_obj, f"{path}.format"),
+                    parameters=ir.custom_tool_parameters(),
+                    kind="custom",
+                )
+            )
+        else:
+            raise RequestError(f"{path}.type: unsupported tool type {kind!r}")
+    return tuple(tools)
+
+
+def _decode_tool_choice(raw: Any) -> ir.ToolChoice | None:
+    if raw is None:
+        return None
+    if raw == "auto" or raw == "none" or raw == "required":
+        return ir.ToolChoice(mode=raw)
+    if isinstance(raw, str):
+        raise RequestError(f"tool_choice: unsupported value {raw!r}")
+    choice = obj(raw, "tool_choice")
+    kind = string(choice.get("type"), "tool_choice.type")
+    if kind in ("function", "custom"):
+        return ir.ToolChoice(mode="tool", name=string(choice.get("name"), "tool_choice.name"))
+    raise RequestError(f"tool_choice.type: unsupported tool choice {kind!r}")
+
+
+# --- generation settings ---------------------------------------------------------------------------------------
+
+
+def _decode_sampling(body: Mapping[str, Any]) -> ir.Sampling:
+    max_tokens = None
+    # Responses says max_output_tokens; Chat-style names are accepted so a mis-pointed client is not ignored.
+    for name in ("max_output_tokens", "max_completion_tokens", "max_tokens"):
+        max_tokens = opt_int(body.get(name), name)
+        if max_tokens is not None:
+            break
+    return ir.Sampling(
+        max_tokens=max_tokens,
+        temperature=opt_float(body.get("temperature"), "temperature"),
+        top_p=opt_float(body.get("top_p"), "top_p"),
+        top_k=opt_int(body.get("top_k"), "top_k"),
+        presence_penalty=opt_float(body.get("presence_penalty"), "presence_penalty"),
+        frequency_penalty=opt_float(body.get("frequency_penalty"), "frequency_penalty"),
+        seed=opt_int(body.get("seed"), "seed"),
+    )
+
+
+def _decode_reasoning(raw: Any) -> ir.Reasoning | None:
+    if raw is None:
+        return None
+    settings = obj(raw, "reasoning")
+    effort = opt_string(settings.get("effort"), "reasoning.effort")
+    opt_string(settings.get("summary"), "reasoning.summary")  # we always return the whole reasoning as the summary
+    if effort is None:
+        return None
+    if effort == _EFFORT_OFF:
+        return ir.Reasoning(enabled=False)
+    return ir.Reasoning(enabled=True, effort=effort)
+
+
+def _decode_text_format(raw: Any) -> ir.ResponseFormat | None:
+    if raw is None:
+        return None
+    fmt_raw = obj(raw, "text").get("format")  # ``verbosity`` has no upstream equivalent
+    if fmt_raw is None:
+        return None
+    fmt = obj(fmt_raw, "text.format")
+    kind = string(fmt.get("type"), "text.format.type")
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return ir.ResponseFormat(type="json_object")
+    if kind == "json_schema":
+        schema = dict(obj(fmt.get("schema"), "text.format.schema"))
+        name = opt_string(fmt.get("name"), "text.format.name") or "response"
+        return ir.ResponseFormat(type="json_schema", schema=schema, name=name)
+    raise RequestError(f"text.format.type: unsupported format {kind!r}")
+
+
+def _encode_stream_error(
+    request: ir.ChatRequest, completion_id: str, created: int, kind: ErrorKind, message: str
+) -> list[bytes]:
+    return encode_failed_stream(request, completion_id=completion_id, created=created, kind=kind, message=message)
+
+
+CODEC = Codec(
+    name="openai_responses",
+    decode_request=decode_request,
+    encode_response=encode_response,
+    encode_stream=encode_stream,
+    encode_error=encode_error,
+    tool_call_id_prefix="call_",
+    encode_stream_error=_encode_stream_error,
+    stream_error_kinds=frozenset({"context_length"}),
+)
