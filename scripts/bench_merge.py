@@ -1,0 +1,354 @@
+"""Benchmark `polar merge-traces` (issue 3): synthetic agent sessions, stored as the gateway stores them, then merged.
+
+Each session is one Qwen-style agent conversation: a ~2K-token system prompt + tools, then 50 calls whose prompts grow
+to ~32K tokens (each call: ~200 sampled ids ending in <|im_end|>, then a ~430-token tool result). Records carry
+realistic bodies (the harness's Anthropic request and the normalised OpenAI request, both with the whole growing
+history, and the upstream answer) and are written with `CaptureWriter`, the gateway's own writer.
+
+Phases (the merge runs in a fresh child process so its peak RSS is its own):
+  generate  write the capture directory
+  merge     read every session (`read_session`), `prefix_merging`, `Trace.to_row`, write JSONL via `CorpusWriter`
+  memory    the same pipeline under tracemalloc, against the memory one session's records take when read
+  parquet   the same rows to Parquet (size only)
+
+"stored tokens" is reported two ways: ids on disk (prompt suffixes + sampled ids, what the compact capture holds)
+and ids in the records (every call's full prompt + sampled ids, what `read_session` rebuilds).
+
+    python scripts/bench_merge.py [--sessions 1000] [--calls 50] [--max-prompt 32768] [--dir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+from polar_cli.capture import CaptureRecord, CaptureWriter, read_session
+from polar_cli.corpus import CorpusWriter
+from polar_cli.trajectory import prefix_merging
+
+IM_END, IM_START, NL, ASSISTANT, USER = 151645, 151644, 198, 77091, 872
+VOCAB = 151643  # ordinary ids only: random text never contains the special ids
+SYSTEM_TOKENS = 2000
+_TEXT = """the of and to in is that for it with as on be at by this had not are but from or have an they which one
+you were all she there would their we him been has when who will no more if out so up said what its about than into
+them can only other time new some could these two may first then do any like my now over"""
+WORDS = _TEXT.split()
+TOOLS: list[dict[str, Any]] = [
+    {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": " ".join(WORDS[i:] + WORDS[:i]) * 3,
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "command": {"type": "string", "description": "what to run"},
+                    "timeout": {"type": "integer"},
+                },
+                "required": ["command"],
+            },
+        },
+    }
+    for i, name in enumerate(("Bash", "Read", "Edit", "Write", "Grep", "Glob", "Task", "TodoWrite", "WebFetch", "LS"))
+]
+
+
+def text(rng: random.Random, tokens: int) -> str:
+    return " ".join(rng.choices(WORDS, k=tokens))  # ~1 word per token, ~4.5 bytes per token like real code/text
+
+
+def session_records(sid: str, calls: int, max_prompt: int, rng: random.Random) -> list[CaptureRecord]:
+    growth = (max_prompt - SYSTEM_TOKENS) // max(calls - 1, 1)
+    prompt = [IM_START, 9125, NL, *rng.choices(range(VOCAB), k=SYSTEM_TOKENS), IM_END, NL, IM_START, ASSISTANT, NL]
+    system = text(rng, SYSTEM_TOKENS)
+    history: list[dict[str, Any]] = [{"role": "system", "content": system}, {"role": "user", "content": "Fix the bug."}]
+    harness: list[dict[str, Any]] = [{"role": "user", "content": [{"type": "text", "text": "Fix the bug."}]}]
+    records = []
+    t = 1_700_000_000.0
+    for seq in range(calls):
+        n_sampled = rng.randrange(100, 300)
+        sampled = [*rng.choices(range(VOCAB), k=n_sampled), IM_END]
+        logprobs = [-rng.random() * 2 for _ in sampled]
+        args = json.dumps({"command": text(rng, 12)})
+        reply = {
+            "role": "assistant",
+            "content": text(rng, n_sampled - 40),
+            "reasoning_content": text(rng, 20),
+            "tool_calls": [{"id": f"call_{seq}", "type": "function", "function": {"name": "Bash", "arguments": args}}],
+        }
+        normalized = {
+            "model": "qwen3",
+            "messages": list(history),
+            "tools": TOOLS,
+            "stream": False,
+            "logprobs": True,
+            "return_token_ids": True,
+            "max_tokens": 4096,
+            "temperature": 0.7,
+        }
+        request = {
+            "model": "claude-sonnet",
+            "system": [{"type": "text", "text": system}],
+            "messages": list(harness),
+            "tools": [
+                {
+                    "name": x["function"]["name"],
+                    "description": x["function"]["description"],
+                    "input_schema": x["function"]["parameters"],
+                }
+                for x in TOOLS
+            ],
+            "max_tokens": 32000,
+            "stream": True,
+        }
+        response = {
+            "id": f"chatcmpl-{sid}-{seq}",
+            "object": "chat.completion",
+            "created": int(t),
+            "model": "qwen3",
+            "choices": [{"index": 0, "message": reply, "finish_reason": "tool_calls"}],
+            "usage": {"prompt_tokens": len(prompt), "completion_tokens": len(sampled)},
+        }
+        records.append(
+            CaptureRecord(
+                session_id=sid,
+                seq=seq,
+                api="anthropic",
+                path="/v1/messages",
+                started=t,
+                ended=t + 3.0,
+                status="ok",
+                request=request,
+                request_headers={"user-agent": "claude-cli/2.1.332", "anthropic-version": "2023-06-01"},
+                normalized=normalized,
+                response=response,
+                prompt_ids=list(prompt),
+                response_ids=sampled,
+                response_logprobs=logprobs,
+                finish_reason="tool_calls",
+            )
+        )
+        t += 5.0
+        tool_tokens = max(growth - n_sampled - 12, 10)
+        result = text(rng, tool_tokens)
+        prompt += [
+            *sampled,
+            NL,
+            IM_START,
+            USER,
+            NL,
+            *rng.choices(range(VOCAB), k=tool_tokens),
+            IM_END,
+            NL,
+            IM_START,
+            ASSISTANT,
+            NL,
+        ]
+        history += [
+            {**reply, "content": reply["content"]},
+            {"role": "tool", "tool_call_id": f"call_{seq}", "content": result},
+        ]
+        harness += [
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": reply["content"]},
+                    {"type": "tool_use", "id": f"toolu_{seq}", "name": "Bash", "input": {"command": args}},
+                ],
+            },
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"toolu_{seq}", "content": result}]},
+        ]
+    return records
+
+
+def generate(capture: Path, sessions: int, calls: int, max_prompt: int) -> dict[str, Any]:
+    start = time.perf_counter()
+    writer = CaptureWriter(capture)
+    disk_ids = record_ids = 0
+    for i in range(sessions):
+        records = session_records(f"session-{i:05d}", calls, max_prompt, random.Random(i))
+        prev = 0
+        for r in records:
+            writer.write(r)
+            disk_ids += len(r.prompt_ids) - prev + len(r.response_ids)
+            record_ids += len(r.prompt_ids) + len(r.response_ids)
+            prev = len(r.prompt_ids)
+        if i % 50 == 49:
+            writer.flush()  # bound the writer queue
+    writer.close()
+    files = sorted(capture.glob("*.jsonl"))
+    return {
+        "seconds": time.perf_counter() - start,
+        "disk_ids": disk_ids,
+        "record_ids": record_ids,
+        "capture_bytes": sum(f.stat().st_size for f in files),
+        "largest_file": max(files, key=lambda f: f.stat().st_size).name,
+    }
+
+
+def merge(capture: Path, out: Path) -> dict[str, Any]:
+    """The merge pipeline, timed per stage; run in a fresh process so ru_maxrss is this pipeline's."""
+    base_rss = _rss_kib("VmRSS")
+    read = build = write = 0.0
+    traces = 0
+    with CorpusWriter(out) as sink:
+        for path in sorted(capture.glob("*.jsonl")):
+            t0 = time.perf_counter()
+            records = read_session(path)
+            t1 = time.perf_counter()
+            result = prefix_merging(records, IM_END)
+            t2 = time.perf_counter()
+            for trace in result.traces:
+                sink.append(trace.to_row())
+            t3 = time.perf_counter()
+            read, build, write, traces = read + t1 - t0, build + t2 - t1, write + t3 - t2, traces + len(result.traces)
+            del records, result
+        t4 = time.perf_counter()
+    write += time.perf_counter() - t4
+    return {
+        "read": read,
+        "build": build,
+        "write": write,
+        "traces": traces,
+        "maxrss_kib": _rss_kib("VmHWM"),
+        "base_rss_kib": base_rss,
+    }
+
+
+def _rss_kib(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def scaling(work: Path, sizes: tuple[int, ...], sessions: int) -> list[str]:
+    """Merge time per stored id for sessions of growing length at a fixed ~630 ids per call."""
+    lines = []
+    for calls in sizes:
+        capture = work / f"scale-{calls}"
+        gen = generate(capture, sessions, calls, 2000 + 630 * (calls - 1))
+        files = sorted(capture.glob("*.jsonl"))
+        read_s = merge_s = float("inf")
+        for _ in range(3):  # best of three: the shortest run is the least disturbed by GC and the machine
+            reading = merging = 0.0
+            for f in files:
+                t0 = time.perf_counter()
+                records = read_session(f)
+                t1 = time.perf_counter()
+                prefix_merging(records, IM_END)
+                reading, merging = reading + t1 - t0, merging + time.perf_counter() - t1
+            read_s, merge_s = min(read_s, reading), min(merge_s, merging)
+        shutil.rmtree(capture)
+        lines.append(
+            f"  {calls:4d} calls/session: read {1e9 * read_s / gen['record_ids']:.2f} ns and merge "
+            f"{1e9 * merge_s / gen['record_ids']:.2f} ns per id in records; per id on disk: read "
+            f"{1e9 * read_s / gen['disk_ids']:.0f} ns, merge {1e9 * merge_s / gen['disk_ids']:.0f} ns"
+        )
+    return lines
+
+
+def memory(capture: Path, out: Path, limit: int) -> dict[str, Any]:
+    files = sorted(capture.glob("*.jsonl"))
+    largest = max(files, key=lambda f: f.stat().st_size)
+    tracemalloc.start()
+    records = read_session(largest)
+    session_bytes = tracemalloc.get_traced_memory()[0]
+    del records
+    tracemalloc.stop()
+    tracemalloc.start()
+    with CorpusWriter(out) as sink:
+        for path in files[:limit]:
+            for trace in prefix_merging(read_session(path), IM_END).traces:
+                sink.append(trace.to_row())
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return {"session_bytes": session_bytes, "pipeline_peak": peak, "sessions": min(limit, len(files))}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sessions", type=int, default=1000)
+    ap.add_argument("--calls", type=int, default=50)
+    ap.add_argument("--max-prompt", type=int, default=32768)
+    ap.add_argument("--dir", type=Path, help="work directory (default: a temporary one, removed afterwards)")
+    ap.add_argument("--memory-sessions", type=int, default=50, help="sessions run under tracemalloc")
+    ap.add_argument("--phase", choices=["all", "merge"], default="all", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.phase == "merge":
+        print(json.dumps(merge(args.dir / "capture", args.dir / "traces.jsonl")))
+        return
+    work = args.dir or Path(tempfile.mkdtemp(prefix="bench-merge-"))
+    capture = work / "capture"
+    shutil.rmtree(capture, ignore_errors=True)
+    try:
+        gen = generate(capture, args.sessions, args.calls, args.max_prompt)
+        print(
+            f"generated {args.sessions} sessions x {args.calls} calls in {gen['seconds']:.1f}s: "
+            f"{gen['capture_bytes'] / 1e6:.1f} MB capture, {gen['disk_ids'] / 1e6:.2f}M ids on disk, "
+            f"{gen['record_ids'] / 1e6:.1f}M ids in records"
+        )
+        start = time.perf_counter()
+        child = subprocess.run(
+            [sys.executable, __file__, "--phase", "merge", "--dir", str(work)],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        wall = time.perf_counter() - start
+        m = json.loads(child.stdout)
+        total = m["read"] + m["build"] + m["write"]
+        out_bytes = (work / "traces.jsonl").stat().st_size
+        print(
+            f"merge: {m['traces']} traces; wall {wall:.2f}s (child process incl. start-up); "
+            f"read {m['read']:.2f}s + merge {m['build']:.2f}s + rows/write {m['write']:.2f}s = {total:.2f}s"
+        )
+        print(
+            f"  stored tokens/s, ids on disk:    pipeline {gen['disk_ids'] / total / 1e6:.2f}M/s, "
+            f"merge alone {gen['disk_ids'] / m['build'] / 1e6:.2f}M/s"
+        )
+        print(
+            f"  stored tokens/s, ids in records: pipeline {gen['record_ids'] / total / 1e6:.1f}M/s, "
+            f"merge alone {gen['record_ids'] / m['build'] / 1e6:.1f}M/s"
+        )
+        print(
+            f"  merge process RSS: {m['base_rss_kib'] / 1024:.0f} MiB after imports, "
+            f"peak {m['maxrss_kib'] / 1024:.0f} MiB"
+        )
+        mem = memory(capture, work / "mem.jsonl", args.memory_sessions)
+        print(
+            f"memory (tracemalloc, {mem['sessions']} sessions): pipeline peak {mem['pipeline_peak'] / 1e6:.1f} MB, "
+            f"largest session's records {mem['session_bytes'] / 1e6:.1f} MB -> "
+            f"{mem['pipeline_peak'] / mem['session_bytes']:.2f}x (target < 2x)"
+        )
+        per_session = gen["capture_bytes"] / args.sessions
+        parquet = work / "traces.parquet"
+        from polar_cli.corpus import finalize_parquet
+
+        finalize_parquet(work / "traces.jsonl", parquet)
+        print(
+            f"size per session: capture {per_session / 1e3:.0f} KB; merged trajectory JSONL "
+            f"{out_bytes / args.sessions / 1e3:.0f} KB ({per_session / (out_bytes / args.sessions):.2f}x), "
+            f"Parquet {parquet.stat().st_size / args.sessions / 1e3:.0f} KB "
+            f"({per_session / (parquet.stat().st_size / args.sessions):.2f}x) (target capture <= 3x)"
+        )
+        print("scaling (20 sessions per size, ~630 ids per call):")
+        for line in scaling(work, (12, 25, 50, 100), 20):
+            print(line)
+    finally:
+        if args.dir is None:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
