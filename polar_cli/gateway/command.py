@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -14,6 +15,7 @@ import typer
 from polar_cli.capture import CaptureWriter
 from polar_cli.errors import ConfigError, UpstreamError
 from polar_cli.gateway.handler import Gateway
+from polar_cli.gateway.probe import probe_engine, served_model
 from polar_cli.gateway.server import GatewayServer
 from polar_cli.gateway.sessions import SessionRegistry
 from polar_cli.gateway.upstream_client import UpstreamClient
@@ -26,17 +28,6 @@ def upstream_root(url: str) -> str:
     """The server root: users paste base URLs with or without the trailing /v1."""
     url = url.rstrip("/")
     return url[:-3] if url.endswith("/v1") else url
-
-
-async def served_model(client: UpstreamClient) -> str:
-    """The first model the upstream serves (vLLM refuses calls naming any other)."""
-    response = await client.get("/v1/models")
-    if response.status != 200:
-        raise UpstreamError(f"GET /v1/models answered {response.status}")
-    data = orjson.loads(response.body).get("data") or []
-    if not data:
-        raise UpstreamError("the upstream serves no model")
-    return str(data[0]["id"])
 
 
 def parse_session_keys(values: list[str]) -> list[tuple[str, str]]:
@@ -70,6 +61,7 @@ async def serve(
     options = UpstreamOptions(
         engine=engine, model=model, chat_template_kwargs=chat_template_kwargs, max_tokens_cap=max_tokens_cap
     )
+    options = replace(options, engine=await probe_engine(client, options))
     writer = CaptureWriter(capture_dir)
     server = GatewayServer(Gateway(upstream=client, options=options, sessions=sessions, capture=writer))
     stop = asyncio.Event()
@@ -79,7 +71,12 @@ async def serve(
     try:
         bound = await server.start(host, port)
         log.info(
-            "gateway on http://%s:%d -> %s (%s, model %s), capture in %s", *bound, upstream, engine, model, capture_dir
+            "gateway on http://%s:%d -> %s (%s, model %s), capture in %s",
+            *bound,
+            upstream,
+            options.engine,
+            model,
+            capture_dir,
         )
         if ready is not None:
             ready.set()
@@ -94,7 +91,9 @@ async def serve(
 def proxy(
     upstream: Annotated[str, typer.Option(help="Base URL of the SGLang or vLLM server, e.g. http://127.0.0.1:30000")],
     capture_dir: Annotated[Path, typer.Option(help="Directory for the per-session capture files")],
-    engine: Annotated[str, typer.Option(help="sglang | vllm: which token fields to ask for")] = "sglang",
+    engine: Annotated[
+        str, typer.Option(help="sglang | vllm (sglang-legacy for releases before return_token_ids; probed)")
+    ] = "sglang",
     host: Annotated[str, typer.Option(help="Address to listen on")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on (0: any free port)")] = 8100,
     model: Annotated[str | None, typer.Option(help="Served model name (default: the upstream's first model)")] = None,
@@ -111,8 +110,8 @@ def proxy(
 ) -> None:
     """Serve the four provider APIs from an OpenAI-compatible inference server, recording every token."""
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if engine not in ("sglang", "vllm"):
-        raise typer.BadParameter(f"--engine must be sglang or vllm, not {engine!r}")
+    if engine not in ("sglang", "sglang-legacy", "vllm"):
+        raise typer.BadParameter(f"--engine must be sglang, sglang-legacy or vllm, not {engine!r}")
     try:
         kwargs = orjson.loads(chat_template_kwargs) if chat_template_kwargs else None
         if kwargs is not None and not isinstance(kwargs, dict):

@@ -20,6 +20,7 @@ import orjson
 from polar_cli.capture import CaptureRecord, CaptureWriter
 from polar_cli.capture.record import CaptureStatus
 from polar_cli.errors import ErrorKind, RequestError, UpstreamError
+from polar_cli.gateway.probe import UPSTREAM_PATH
 from polar_cli.gateway.sessions import Session, SessionRegistry, api_key, redact_headers, redact_query
 from polar_cli.gateway.upstream_client import UpstreamClient
 from polar_cli.translate.codec import Codec, Route
@@ -37,8 +38,6 @@ from polar_cli.translate.upstream import (
 from polar_cli.wire.http11 import Request
 
 log = logging.getLogger("polar.gateway")
-
-UPSTREAM_PATH = "/v1/chat/completions"
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +133,7 @@ class Gateway:
         except asyncio.CancelledError:
             # the harness hung up: free the server's slot, keep a record of the attempt
             self._record(call, "client_error", error="client disconnected before the answer")
-            if self.options.engine == "sglang":
+            if self.options.engine != "vllm":
                 asyncio.get_running_loop().create_task(self._abort(completion_id))
             raise
         completion = _completion(completion_id, chat, answer, codec.tool_call_id_prefix, call.started)

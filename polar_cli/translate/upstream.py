@@ -16,7 +16,8 @@ import orjson
 from polar_cli.errors import ContextLengthError, TokenCaptureError, UpstreamError
 from polar_cli.translate.ir import ChatRequest, FinishReason, Image, Message, Text, ToolCall, ToolKind, Usage
 
-Engine = Literal["sglang", "vllm"]
+# sglang: 0.5.23+ (return_token_ids); sglang-legacy: older releases (return_prompt_token_ids + return_meta_info).
+Engine = Literal["sglang", "sglang-legacy", "vllm"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,8 +84,12 @@ def chat_body(request: ChatRequest, options: UpstreamOptions, rid: str) -> dict[
         "messages": [_message(m) for m in request.messages],
         "stream": False,
         "logprobs": True,
-        "return_token_ids": True,
     }
+    if options.engine == "sglang-legacy":
+        body["return_prompt_token_ids"] = True
+        body["return_meta_info"] = True
+    else:
+        body["return_token_ids"] = True
     if request.tools:
         body["tools"] = [
             {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
@@ -127,7 +132,7 @@ def chat_body(request: ChatRequest, options: UpstreamOptions, rid: str) -> dict[
         kwargs.setdefault("enable_thinking", request.reasoning.enabled)
     if kwargs:
         body["chat_template_kwargs"] = kwargs
-    if options.engine == "sglang":
+    if options.engine != "vllm":
         body["rid"] = rid
     return body
 

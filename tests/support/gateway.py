@@ -1,0 +1,72 @@
+"""A real gateway (server + capture) on an ephemeral port, run in a background event-loop thread for tests."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from polar_cli.capture import CaptureWriter
+from polar_cli.gateway.handler import Gateway
+from polar_cli.gateway.server import GatewayServer, ServerLimits
+from polar_cli.gateway.sessions import SessionRegistry
+from polar_cli.gateway.upstream_client import UpstreamClient
+from polar_cli.translate.upstream import Engine, UpstreamOptions
+
+
+@dataclass
+class RunningGateway:
+    url: str
+    port: int
+    capture_dir: Path
+    sessions: SessionRegistry
+    writer: CaptureWriter
+    loop: asyncio.AbstractEventLoop
+
+    def open_session(self, session_id: str) -> str:
+        """Register a session (thread-safely, on the gateway's loop) and return its key."""
+        return asyncio.run_coroutine_threadsafe(self._open(session_id), self.loop).result(5)
+
+    async def _open(self, session_id: str) -> str:
+        return self.sessions.open(session_id)
+
+    def flush(self) -> None:
+        self.writer.flush()
+
+
+@contextmanager
+def running_gateway(
+    upstream_url: str,
+    capture_dir: Path,
+    *,
+    engine: Engine = "sglang",
+    model: str = "default",
+    allow_unknown_keys: bool = False,
+    limits: ServerLimits | None = None,
+    upstream_timeout: float = 30.0,
+    **options: Any,
+) -> Iterator[RunningGateway]:
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    sessions = SessionRegistry(allow_unknown=allow_unknown_keys)
+    writer = CaptureWriter(capture_dir)
+    gateway = Gateway(
+        upstream=UpstreamClient(upstream_url, timeout=upstream_timeout),
+        options=UpstreamOptions(engine=engine, model=model, **options),
+        sessions=sessions,
+        capture=writer,
+    )
+    server = GatewayServer(gateway, limits or ServerLimits())
+    host, port = asyncio.run_coroutine_threadsafe(server.start("127.0.0.1", 0), loop).result(10)
+    try:
+        yield RunningGateway(f"http://{host}:{port}", port, capture_dir, sessions, writer, loop)
+    finally:
+        asyncio.run_coroutine_threadsafe(server.stop(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        writer.close()
