@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import Any, Literal, NoReturn
 
 from polar_cli.errors import RequestError
-from polar_cli.translate import anthropic_messages_checks as check
+from polar_cli.translate import json_checks as check
 from polar_cli.translate.anthropic_messages_encode import encode_error, encode_response, encode_stream
 from polar_cli.translate.codec import Codec, Route
 from polar_cli.translate.ir import (
@@ -49,6 +49,10 @@ _TOOL_CHOICE_MODES: dict[str, Literal["auto", "none", "required", "tool"]] = {
     "none": "none",
     "tool": "tool",
 }
+# json.dumps's default separators (", " and ": ") match what the upstream's tool parsers emit, so an echoed call
+# renders the way the model's own call was recorded. One encoder for all calls: json.dumps builds a new one each time
+# it is given options.
+_TOOL_INPUT_ENCODER = json.JSONEncoder(ensure_ascii=False)
 
 
 def decode_request(body: JsonObject, route: Route) -> ChatRequest:
@@ -58,8 +62,7 @@ def decode_request(body: JsonObject, route: Route) -> ChatRequest:
     unsupported. Ignored on purpose: ``metadata``, ``context_management``, ``cache_control``, ``citations``,
     ``thinking.display``, tool flags such as ``defer_loading``/``eager_input_streaming``, and thinking signatures.
     """
-    if not isinstance(body, Mapping):
-        check.fail("body", f"expected a JSON object, got {check.json_type(body)}")
+    body = check.request_body(body)
     model = route.model or check.string(body.get("model"), "model")
     messages = [*_system_prompt(body.get("system")), *_messages(check.array(body.get("messages"), "messages"))]
     tool_choice, parallel = _tool_choice(body.get("tool_choice"))
@@ -123,12 +126,14 @@ def _messages(raw: list[Any]) -> list[Message]:
             out.extend(_user_turn(content, path, tool_names))
         elif role == "assistant":
             message = _assistant_turn(content, path)
-            tool_names.update((c.id, c.name) for c in message.tool_calls)
+            for call in message.tool_calls:
+                tool_names[call.id] = call.name
             out.append(message)
         elif role == "system":
             out.append(_quirk_system_turn(content, path))
         else:
-            check.fail(f"{path}.role", f"expected 'user', 'assistant' or 'system', got {check.show(role)}")
+            got = repr(role) if isinstance(role, str) else check.json_type(role)
+            check.fail(f"{path}.role", f"expected 'user', 'assistant' or 'system', got {got}")
     return out
 
 
@@ -191,16 +196,14 @@ def _assistant_turn(content: Any, path: str) -> Message:
             calls.append(_tool_use(block, block_path))
         else:
             _unsupported(block_path, kind, "an assistant turn")
-    reasoning = "\n".join(t for t in thoughts if t) or None
+    reasoning = "\n".join(filter(None, thoughts)) or None
     return Message(role="assistant", content=tuple(parts), reasoning=reasoning, tool_calls=tuple(calls))
 
 
 def _tool_use(block: Mapping[str, Any], path: str) -> ToolCall:
     arguments = check.opt_obj(block.get("input"), f"{path}.input") or {}
     try:
-        # json.dumps's default separators match what the upstream's tool parsers emit, so an echoed call renders
-        # the way the model's own call was recorded.
-        text = json.dumps(arguments, ensure_ascii=False)
+        text = _TOOL_INPUT_ENCODER.encode(arguments)
     except (ValueError, RecursionError) as exc:
         raise RequestError(f"{path}.input: cannot be encoded as JSON ({exc})") from exc
     return ToolCall(
@@ -213,12 +216,15 @@ def _tool_use(block: Mapping[str, Any], path: str) -> ToolCall:
 # --- content blocks -------------------------------------------------------------------------------------------------
 
 
-def _blocks(content: Any, path: str) -> list[tuple[Mapping[str, Any], str]]:
+def _blocks(content: Any, path: str) -> list[tuple[dict[str, Any], str]]:
     """The content's blocks with their paths; a plain string is one text block."""
     if isinstance(content, str):
         return [({"type": "text", "text": content}, path)]
-    items = check.array(content, path)
-    return [(check.obj(item, f"{path}[{i}]"), f"{path}[{i}]") for i, item in enumerate(items)]
+    blocks = []
+    for i, item in enumerate(check.array(content, path)):
+        block_path = f"{path}[{i}]"
+        blocks.append((check.obj(item, block_path), block_path))
+    return blocks
 
 
 def _text_blocks(content: Any, path: str) -> list[Text]:

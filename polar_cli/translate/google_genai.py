@@ -29,8 +29,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import orjson
-
 from polar_cli.translate.codec import Codec, Route
 from polar_cli.translate.google_genai_config import (
     decode_reasoning,
@@ -45,20 +43,9 @@ from polar_cli.translate.google_genai_encode import (
     encode_stream,
     quirk_unwrap_invalid_arguments,
 )
-from polar_cli.translate.google_genai_fields import (
-    array,
-    at,
-    fail,
-    field,
-    json_type,
-    obj,
-    opt_bool,
-    opt_list,
-    opt_obj,
-    opt_str,
-    req_str,
-)
+from polar_cli.translate.google_genai_fields import field, opt_bool, opt_list, opt_obj, opt_str, req_str, snake
 from polar_cli.translate.ir import ChatRequest, Image, JsonObject, Message, Part, Text, ToolCall
+from polar_cli.translate.json_checks import array, at, fail, json_text, obj, request_body
 
 __all__ = ["CODEC", "decode_request", "encode_error", "encode_response", "encode_stream"]
 
@@ -72,6 +59,8 @@ _PART_DATA = (
     "executableCode",
     "codeExecutionResult",
 )
+# Either spelling of a datum field -> its camelCase name.
+_PART_DATA_FIELDS = {spelling: name for name in _PART_DATA for spelling in (name, snake(name))}
 
 
 def decode_request(body: JsonObject, route: Route) -> ChatRequest:
@@ -82,8 +71,7 @@ def decode_request(body: JsonObject, route: Route) -> ChatRequest:
     ``functionResponse.willContinue``/``scheduling``, generation settings with no upstream meaning
     (``responseLogprobs``, ``mediaResolution``, ``speechConfig`` ...) and unknown top-level fields.
     """
-    if not isinstance(body, Mapping):
-        fail("body", f"expected a JSON object, got {json_type(body)}")
+    body = request_body(body)
     model = route.model or opt_str(body, "model", "")
     if not model:
         fail("model", "missing (Gemini names the model in the path: /v1beta/models/{model}:generateContent)")
@@ -193,11 +181,12 @@ def quirk_merge_model_contents(first: Message, second: Message) -> Message:
 
 def _part_kind(part: Mapping[str, Any], path: str) -> str | None:
     """Which datum the part holds; None for a part that carries only metadata (see `quirk_signature_only_part`)."""
-    kinds = [k for k in _PART_DATA if field(part, k) is not None]
+    # Walks the part's own keys (usually one) instead of looking up seven fields under two spellings each.
+    kinds = {_PART_DATA_FIELDS[k] for k, v in part.items() if k in _PART_DATA_FIELDS and v is not None}
     if len(kinds) > 1:
-        fail(path, f"a part holds one datum, got {', '.join(kinds)}")
+        fail(path, f"a part holds one datum, got {', '.join(sorted(kinds, key=_PART_DATA.index))}")
     if kinds:
-        return kinds[0]
+        return kinds.pop()
     if quirk_signature_only_part(part):
         return None
     fail(path, f"no data field (expected one of {', '.join(_PART_DATA[:5])})")
@@ -235,9 +224,9 @@ def _function_call(raw: Any, position_id: str, path: str) -> ToolCall:
     call = obj(raw, path)
     name = req_str(call, "name", path)
     args = opt_obj(call, "args", path) or {}
-    arguments = quirk_unwrap_invalid_arguments(dict(args))
+    arguments = quirk_unwrap_invalid_arguments(args)
     if arguments is None:
-        arguments = _json_text(args, at(path, "args"))
+        arguments = json_text(args, at(path, "args"))
     return ToolCall(id=opt_str(call, "id", path) or position_id, name=name, arguments=arguments)
 
 
@@ -299,14 +288,7 @@ def _tool_result_text(response: Mapping[str, Any], path: str) -> tuple[str, bool
         ((key, value),) = response.items()
         if key in ("output", "error") and isinstance(value, str):
             return value, key == "error"
-    return _json_text(response, path), False
-
-
-def _json_text(value: Mapping[str, Any], path: str) -> str:
-    try:
-        return orjson.dumps(value).decode()
-    except (orjson.JSONEncodeError, TypeError) as exc:
-        fail(path, f"not encodable as JSON ({exc})")
+    return json_text(response, path), False
 
 
 CODEC = Codec(

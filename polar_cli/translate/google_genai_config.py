@@ -7,13 +7,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from polar_cli.translate.google_genai_fields import (
-    array,
-    at,
     camel,
-    fail,
     field,
     lowercase_schema_types,
-    obj,
     openapi_to_json_schema,
     opt_bool,
     opt_float,
@@ -24,6 +20,7 @@ from polar_cli.translate.google_genai_fields import (
     str_list,
 )
 from polar_cli.translate.ir import Reasoning, ResponseFormat, Sampling, Tool, ToolChoice
+from polar_cli.translate.json_checks import array, at, fail, obj
 
 # Tools that run on Google's servers (see `quirk_drop_builtin_tool`).
 _BUILTIN_TOOLS = {

@@ -16,39 +16,19 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from functools import lru_cache
-from typing import Any, NoReturn
+from typing import Any
 
-from polar_cli.errors import RequestError
+from polar_cli.translate import json_checks as check
+from polar_cli.translate.json_checks import at, fail
 
 # Deeper schemas than this are refused rather than risking Python's recursion limit on hostile input.
 MAX_SCHEMA_DEPTH = 64
 
-_OPENAPI_TYPES = {"STRING", "NUMBER", "INTEGER", "BOOLEAN", "ARRAY", "OBJECT", "NULL"}
+_OPENAPI_TYPES = frozenset({"STRING", "NUMBER", "INTEGER", "BOOLEAN", "ARRAY", "OBJECT", "NULL"})
 # JSON Schema keywords whose value is one schema, a list of schemas, or a name -> schema map.
-_ONE_SCHEMA = ("items", "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames")
-_SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
-_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
-
-
-def fail(path: str, problem: str) -> NoReturn:
-    raise RequestError(f"{path}: {problem}")
-
-
-def json_type(value: Any) -> str:
-    """The JSON name of a value's type, for error messages."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list | tuple):
-        return "array"
-    if isinstance(value, Mapping):
-        return "object"
-    return type(value).__name__
+_ONE_SCHEMA = frozenset({"items", "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames"})
+_SCHEMA_LISTS = frozenset({"anyOf", "oneOf", "allOf", "prefixItems"})
+_SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"})
 
 
 @lru_cache(maxsize=256)
@@ -70,79 +50,50 @@ def field(obj: Mapping[str, Any], name: str) -> Any:
     return value
 
 
-def at(path: str, name: str) -> str:
-    return f"{path}.{name}" if path else name
+# The getters join the error path only when a check fails: they run on every part of every request.
 
 
-def obj(value: Any, path: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        fail(path, f"expected an object, got {json_type(value)}")
-    return value
-
-
-def array(value: Any, path: str) -> list[Any]:
-    if not isinstance(value, list):
-        fail(path, f"expected an array, got {json_type(value)}")
-    return value
-
-
-def opt_obj(parent: Mapping[str, Any], name: str, path: str) -> Mapping[str, Any] | None:
+def opt_obj(parent: Mapping[str, Any], name: str, path: str) -> dict[str, Any] | None:
     value = field(parent, name)
-    return None if value is None else obj(value, at(path, name))
+    return value if value is None or isinstance(value, dict) else check.obj(value, at(path, name))
 
 
 def opt_list(parent: Mapping[str, Any], name: str, path: str) -> list[Any] | None:
     value = field(parent, name)
-    return None if value is None else array(value, at(path, name))
+    return value if value is None or isinstance(value, list) else check.array(value, at(path, name))
 
 
 def opt_str(parent: Mapping[str, Any], name: str, path: str) -> str | None:
     value = field(parent, name)
-    if value is not None and not isinstance(value, str):
-        fail(at(path, name), f"expected a string, got {json_type(value)}")
-    return value
+    return value if value is None or isinstance(value, str) else check.string(value, at(path, name))
 
 
 def req_str(parent: Mapping[str, Any], name: str, path: str) -> str:
-    value = opt_str(parent, name, path)
-    if value is None:
-        fail(at(path, name), "missing")
-    return value
+    value = field(parent, name)
+    return value if isinstance(value, str) else check.string(value, at(path, name))
 
 
 def opt_bool(parent: Mapping[str, Any], name: str, path: str) -> bool | None:
     value = field(parent, name)
-    if value is not None and not isinstance(value, bool):
-        fail(at(path, name), f"expected a boolean, got {json_type(value)}")
-    return value
+    return value if value is None or isinstance(value, bool) else check.opt_bool(value, at(path, name))
 
 
 def opt_float(parent: Mapping[str, Any], name: str, path: str) -> float | None:
-    value = field(parent, name)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        fail(at(path, name), f"expected a number, got {json_type(value)}")
-    return float(value)
+    return check.opt_float(field(parent, name), at(path, name))
 
 
 def opt_int(parent: Mapping[str, Any], name: str, path: str) -> int | None:
     """An integer field; integral floats are accepted because the Python SDK sends ``topK`` as ``3.0``."""
     value = field(parent, name)
-    if value is None:
-        return None
     if isinstance(value, float) and value.is_integer():
         return int(value)
-    if isinstance(value, bool) or not isinstance(value, int):
-        fail(at(path, name), f"expected an integer, got {json_type(value)}")
-    return value
+    return check.opt_int(value, at(path, name))
 
 
 def str_list(parent: Mapping[str, Any], name: str, path: str) -> list[str]:
     items = opt_list(parent, name, path) or []
     for i, item in enumerate(items):
-        if not isinstance(item, str):
-            fail(f"{at(path, name)}[{i}]", f"expected a string, got {json_type(item)}")
+        check.string(item, f"{at(path, name)}[{i}]")
     return items
 
 
@@ -155,7 +106,7 @@ def openapi_to_json_schema(value: Any, path: str, depth: int = 0) -> dict[str, A
     ``nullable: true`` becomes a ``"null"`` member of ``type``, ``example`` becomes ``examples``, and
     ``propertyOrdering`` (a Gemini output-ordering hint with no JSON Schema meaning) is dropped.
     """
-    schema = obj(value, path)
+    schema = check.obj(value, path)
     if depth > MAX_SCHEMA_DEPTH:
         fail(path, f"schema nested deeper than {MAX_SCHEMA_DEPTH} levels")
     out: dict[str, Any] = {}
@@ -165,8 +116,7 @@ def openapi_to_json_schema(value: Any, path: str, depth: int = 0) -> dict[str, A
         if item is None or key == "propertyOrdering":
             continue
         if key == "type":
-            if not isinstance(item, str):
-                fail(at(path, key), f"expected a string, got {json_type(item)}")
+            check.string(item, at(path, key))
             if item.upper() in _OPENAPI_TYPES:
                 out["type"] = item.lower()
             elif item.upper() != "TYPE_UNSPECIFIED":
@@ -174,12 +124,12 @@ def openapi_to_json_schema(value: Any, path: str, depth: int = 0) -> dict[str, A
         elif key == "nullable":
             nullable = item is True
         elif key == "properties":
-            props = obj(item, at(path, key))
+            props = check.obj(item, at(path, key))
             out[key] = {n: openapi_to_json_schema(s, f"{at(path, key)}.{n}", depth + 1) for n, s in props.items()}
         elif key == "items":
             out[key] = openapi_to_json_schema(item, at(path, key), depth + 1)
         elif key == "anyOf":
-            subs = array(item, at(path, key))
+            subs = check.array(item, at(path, key))
             out[key] = [openapi_to_json_schema(s, f"{at(path, key)}[{i}]", depth + 1) for i, s in enumerate(subs)]
         elif key == "example":
             out["examples"] = [item]
@@ -196,28 +146,31 @@ def lowercase_schema_types(value: Any, path: str, depth: int = 0) -> dict[str, A
     Only schema positions are walked (``properties`` values, ``items``, ``anyOf`` members ...), so a property that
     happens to be *named* ``type`` is left alone.
     """
-    schema = obj(value, path)
+    schema = check.obj(value, path)
     if depth > MAX_SCHEMA_DEPTH:
         fail(path, f"schema nested deeper than {MAX_SCHEMA_DEPTH} levels")
     out = dict(schema)
-    kind = out.get("type")
-    if isinstance(kind, str) and kind in _OPENAPI_TYPES:
-        out["type"] = kind.lower()
-    elif isinstance(kind, list):
-        out["type"] = [k.lower() if isinstance(k, str) and k in _OPENAPI_TYPES else k for k in kind]
-    for key in _ONE_SCHEMA:
-        if isinstance(out.get(key), Mapping):
-            out[key] = lowercase_schema_types(out[key], at(path, key), depth + 1)
-    for key in _SCHEMA_LISTS:
-        if isinstance(out.get(key), list):
+    # One pass over the keys the schema has, not over every keyword it might have: this runs on every tool's
+    # parameters in every request.
+    for key, item in schema.items():
+        if key == "type":
+            if isinstance(item, str):
+                if item in _OPENAPI_TYPES:
+                    out[key] = item.lower()
+            elif isinstance(item, list):
+                out[key] = [k.lower() if isinstance(k, str) and k in _OPENAPI_TYPES else k for k in item]
+        elif key in _SCHEMA_MAPS:
+            if isinstance(item, dict):
+                out[key] = {
+                    n: lowercase_schema_types(s, f"{at(path, key)}.{n}", depth + 1) if isinstance(s, dict) else s
+                    for n, s in item.items()
+                }
+        elif key in _ONE_SCHEMA:
+            if isinstance(item, dict):
+                out[key] = lowercase_schema_types(item, at(path, key), depth + 1)
+        elif key in _SCHEMA_LISTS and isinstance(item, list):
             out[key] = [
-                lowercase_schema_types(s, f"{at(path, key)}[{i}]", depth + 1) if isinstance(s, Mapping) else s
-                for i, s in enumerate(out[key])
+                lowercase_schema_types(s, f"{at(path, key)}[{i}]", depth + 1) if isinstance(s, dict) else s
+                for i, s in enumerate(item)
             ]
-    for key in _SCHEMA_MAPS:
-        if isinstance(out.get(key), Mapping):
-            out[key] = {
-                n: lowercase_schema_types(s, f"{at(path, key)}.{n}", depth + 1) if isinstance(s, Mapping) else s
-                for n, s in out[key].items()
-            }
     return out

@@ -208,3 +208,16 @@ def custom_tool_parameters() -> dict[str, Any]:
         "required": ["input"],
         "additionalProperties": False,
     }
+
+
+def with_grammar(description: str, syntax: str, definition: str) -> str:
+    """A freeform tool's description with its grammar spelled out (Codex's ``apply_patch`` lark grammar).
+
+    Upstream the tool is a JSON function with one string parameter ``input``, so the grammar would otherwise never
+    reach the model and it would not know what shape of input to write.
+    """
+    note = (
+        f"Pass this tool's raw text as the string argument `input`; that text must match this {syntax} grammar:\n"
+        f"```{syntax}\n{definition.rstrip()}\n```"
+    )
+    return f"{description}\n\n{note}" if description else note

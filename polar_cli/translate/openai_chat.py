@@ -19,11 +19,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-import orjson
-
 from polar_cli.errors import RequestError
 from polar_cli.translate import ir
-from polar_cli.translate import openai_chat_checks as checks
+from polar_cli.translate import json_checks as check
 from polar_cli.translate.codec import Codec, Route
 from polar_cli.translate.openai_chat_encode import encode_error, encode_response, encode_stream
 
@@ -57,23 +55,24 @@ def decode_request(body: ir.JsonObject, route: Route) -> ir.ChatRequest:
     Raises `RequestError` (400) naming the field for wrong JSON types, missing required fields and shapes the upstream
     cannot serve. Never raises anything else, whatever JSON it is given.
     """
-    if not isinstance(body, Mapping):
-        raise checks.type_error("body", "a JSON object", body)
-    model = checks.opt_str(body, "model", "") or route.model
+    body = check.request_body(body)
+    model = check.opt_str(body.get("model"), "model") or route.model
     if not model:
         raise RequestError("model: required, a non-empty string")
     _refuse_unservable_outputs(body)
     tools = _decode_tools(body)
-    stream = checks.opt_bool(body, "stream", "")
+    stream = check.opt_bool(body.get("stream"), "stream")
     stream = route.stream if route.stream is not None else bool(stream)
-    stream_options = checks.opt_obj(body, "stream_options", "")
-    include_usage = bool(stream_options and checks.opt_bool(stream_options, "include_usage", "stream_options"))
+    stream_options = check.opt_obj(body.get("stream_options"), "stream_options")
+    include_usage = bool(
+        stream_options and check.opt_bool(stream_options.get("include_usage"), "stream_options.include_usage")
+    )
     return ir.ChatRequest(
         model=model,
         messages=_decode_messages(body),
         tools=tools,
         tool_choice=_decode_tool_choice(body, tools),
-        parallel_tool_calls=checks.opt_bool(body, "parallel_tool_calls", ""),
+        parallel_tool_calls=check.opt_bool(body.get("parallel_tool_calls"), "parallel_tool_calls"),
         sampling=_decode_sampling(body),
         reasoning=_decode_reasoning(body),
         response_format=_decode_response_format(body),
@@ -88,7 +87,7 @@ def decode_request(body: ir.JsonObject, route: Route) -> ir.ChatRequest:
 def _decode_messages(body: Mapping[str, Any]) -> tuple[ir.Message, ...]:
     raw = body.get("messages")
     if not isinstance(raw, list):
-        raise checks.type_error("messages", "an array of messages", raw)
+        check.fail("messages", f"expected an array of messages, got {check.json_type(raw)}")
     if not raw:
         raise RequestError("messages: must contain at least one message")
     messages: list[ir.Message] = []
@@ -96,8 +95,8 @@ def _decode_messages(body: Mapping[str, Any]) -> tuple[ir.Message, ...]:
     open_legacy_call: str | None = None
     for i, item in enumerate(raw):
         path = f"messages[{i}]"
-        msg = checks.obj(item, path)
-        role = checks.req_str(msg, "role", path)
+        msg = check.obj(item, path)
+        role = check.string(msg.get("role"), f"{path}.role")
         if role in ("system", "developer"):
             messages.append(ir.Message(role="system", content=_content(msg, path, "system")))
         elif role == "user":
@@ -111,68 +110,66 @@ def _decode_messages(body: Mapping[str, Any]) -> tuple[ir.Message, ...]:
                 ir.Message(
                     role="tool",
                     content=_join_tool_text_parts(_content(msg, path, "tool")),
-                    tool_call_id=checks.req_str(msg, "tool_call_id", path),
-                    name=checks.opt_str(msg, "name", path),
+                    tool_call_id=check.string(msg.get("tool_call_id"), f"{path}.tool_call_id"),
+                    name=check.opt_str(msg.get("name"), f"{path}.name"),
                 )
             )
         elif role == "function":
             call_id = open_legacy_call or _legacy_call_id(i)
             open_legacy_call = None
             content = _join_tool_text_parts(_content(msg, path, "tool"))
-            messages.append(
-                ir.Message(role="tool", content=content, tool_call_id=call_id, name=checks.req_str(msg, "name", path))
-            )
+            name = check.string(msg.get("name"), f"{path}.name")
+            messages.append(ir.Message(role="tool", content=content, tool_call_id=call_id, name=name))
         else:
             raise RequestError(f"{path}.role: unsupported role {role!r}")
     return tuple(messages)
 
 
 def _decode_assistant(msg: Mapping[str, Any], path: str, index: int) -> ir.Message:
-    calls = [
-        _decode_tool_call(c, f"{path}.tool_calls[{k}]") for k, c in enumerate(checks.opt_list(msg, "tool_calls", path))
-    ]
-    legacy = checks.opt_obj(msg, "function_call", path)
+    raw_calls = check.opt_array(msg.get("tool_calls"), f"{path}.tool_calls") or ()
+    calls = [_decode_tool_call(c, f"{path}.tool_calls[{k}]") for k, c in enumerate(raw_calls)]
+    legacy = msg.get("function_call")
     if legacy is not None:
-        fpath = f"{path}.function_call"
-        arguments = checks.opt_str(legacy, "arguments", fpath)
-        calls.append(
-            ir.ToolCall(
-                id=_legacy_call_id(index),
-                name=checks.req_str(legacy, "name", fpath),
-                arguments="{}" if arguments is None else arguments,
-            )
-        )
+        calls.append(_decode_function(_legacy_call_id(index), legacy, f"{path}.function_call"))
     # vLLM and DeepSeek-style servers return the thinking as reasoning_content; newer vLLM as reasoning.
-    reasoning = checks.opt_str(msg, "reasoning_content", path) or checks.opt_str(msg, "reasoning", path) or None
+    reasoning = (
+        check.opt_str(msg.get("reasoning_content"), f"{path}.reasoning_content")
+        or check.opt_str(msg.get("reasoning"), f"{path}.reasoning")
+        or None
+    )
     return ir.Message(
         role="assistant", content=_content(msg, path, "assistant"), reasoning=reasoning, tool_calls=tuple(calls)
     )
 
 
 def _decode_tool_call(item: Any, path: str) -> ir.ToolCall:
-    call = checks.obj(item, path)
-    call_id = checks.req_str(call, "id", path)
-    call_type = checks.opt_str(call, "type", path) or "function"
+    call = check.obj(item, path)
+    call_id = check.string(call.get("id"), f"{path}.id")
+    call_type = check.opt_str(call.get("type"), f"{path}.type") or "function"
     if call_type == "function":
-        function = checks.req_obj(call, "function", path)
-        fpath = f"{path}.function"
-        arguments = checks.opt_str(function, "arguments", fpath)
-        return ir.ToolCall(
-            id=call_id,
-            name=checks.req_str(function, "name", fpath),
-            arguments="{}" if arguments is None else arguments,
-        )
+        return _decode_function(call_id, call.get("function"), f"{path}.function")
     if call_type == "custom":
-        custom = checks.req_obj(call, "custom", path)
         cpath = f"{path}.custom"
-        text = checks.opt_str(custom, "input", cpath) or ""
+        custom = check.obj(call.get("custom"), cpath)
+        text = check.opt_str(custom.get("input"), f"{cpath}.input") or ""
         return ir.ToolCall(
             id=call_id,
-            name=checks.req_str(custom, "name", cpath),
-            arguments=orjson.dumps({"input": text}).decode(),
+            name=check.string(custom.get("name"), f"{cpath}.name"),
+            arguments=check.json_text({"input": text}, f"{cpath}.input"),
             kind="custom",
         )
     raise RequestError(f"{path}.type: unsupported tool call type {call_type!r}")
+
+
+def _decode_function(call_id: str, raw: Any, path: str) -> ir.ToolCall:
+    """A ``function`` call object (``{name, arguments}``), also the shape of the deprecated ``function_call``."""
+    function = check.obj(raw, path)
+    arguments = check.opt_str(function.get("arguments"), f"{path}.arguments")
+    return ir.ToolCall(
+        id=call_id,
+        name=check.string(function.get("name"), f"{path}.name"),
+        arguments="{}" if arguments is None else arguments,
+    )
 
 
 def _content(msg: Mapping[str, Any], path: str, role: str) -> tuple[ir.Part, ...]:
@@ -183,22 +180,22 @@ def _content(msg: Mapping[str, Any], path: str, role: str) -> tuple[ir.Part, ...
     if isinstance(content, str):
         return (ir.Text(content),)
     if not isinstance(content, list):
-        raise checks.type_error(cpath, "a string, an array of content parts or null", content)
-    return tuple(_decode_part(raw, f"{cpath}[{j}]", role) for j, raw in enumerate(content))
+        check.fail(cpath, f"expected a string, an array of content parts or null, got {check.json_type(content)}")
+    return tuple([_decode_part(raw, f"{cpath}[{j}]", role) for j, raw in enumerate(content)])
 
 
 def _decode_part(raw: Any, path: str, role: str) -> ir.Part:
-    part = checks.obj(raw, path)
-    part_type = checks.req_str(part, "type", path)
+    part = check.obj(raw, path)
+    part_type = check.string(part.get("type"), f"{path}.type")
     if part_type in _UNSERVABLE_PARTS:
         raise RequestError(f"{path}.type: {part_type!r} parts are not supported (text and image_url only)")
     if part_type not in _PART_TYPES[role]:
         raise RequestError(f"{path}.type: unsupported content part type {part_type!r} in a {role} message")
     if part_type == "image_url":
-        image = checks.req_obj(part, "image_url", path)
-        return ir.Image(url=checks.req_str(image, "url", f"{path}.image_url"))
+        image = check.obj(part.get("image_url"), f"{path}.image_url")
+        return ir.Image(url=check.string(image.get("url"), f"{path}.image_url.url"))
     # "text" carries its text in "text", "refusal" in "refusal": the model's refusal is still its words.
-    return ir.Text(checks.req_str(part, part_type, path))
+    return ir.Text(check.string(part.get(part_type), f"{path}.{part_type}"))
 
 
 def _join_tool_text_parts(parts: tuple[ir.Part, ...]) -> tuple[ir.Part, ...]:
@@ -217,70 +214,65 @@ def _legacy_call_id(message_index: int) -> str:
 
 
 def _decode_tools(body: Mapping[str, Any]) -> tuple[ir.Tool, ...]:
-    tools = [_decode_tool(t, f"tools[{i}]") for i, t in enumerate(checks.opt_list(body, "tools", ""))]
+    tools = [_decode_tool(t, f"tools[{i}]") for i, t in enumerate(check.opt_array(body.get("tools"), "tools") or ())]
     # Deprecated ``functions``: the same definitions without the {type, function} wrapper.
-    tools += [
-        _decode_function(checks.obj(f, f"functions[{i}]"), f"functions[{i}]")
-        for i, f in enumerate(checks.opt_list(body, "functions", ""))
-    ]
+    functions = check.opt_array(body.get("functions"), "functions") or ()
+    tools += [_decode_function_tool(f, f"functions[{i}]") for i, f in enumerate(functions)]
     return tuple(tools)
 
 
 def _decode_tool(item: Any, path: str) -> ir.Tool:
-    tool = checks.obj(item, path)
-    tool_type = checks.opt_str(tool, "type", path) or "function"
+    tool = check.obj(item, path)
+    tool_type = check.opt_str(tool.get("type"), f"{path}.type") or "function"
     if tool_type == "function":
-        return _decode_function(checks.req_obj(tool, "function", path), f"{path}.function")
+        return _decode_function_tool(tool.get("function"), f"{path}.function")
     if tool_type == "custom":
-        custom = checks.req_obj(tool, "custom", path)
         cpath = f"{path}.custom"
-        description = checks.opt_str(custom, "description", cpath) or ""
+        custom = check.obj(tool.get("custom"), cpath)
+        description = check.opt_str(custom.get("description"), f"{cpath}.description") or ""
         return ir.Tool(
             name=_tool_name(custom, cpath),
-            description=_custom_tool_description(
-                description, checks.opt_obj(custom, "format", cpath), f"{cpath}.format"
-            ),
+            description=_custom_tool_description(description, custom.get("format"), f"{cpath}.format"),
             parameters=ir.custom_tool_parameters(),
             kind="custom",
         )
     raise RequestError(f"{path}.type: unsupported tool type {tool_type!r}")
 
 
-def _decode_function(function: Mapping[str, Any], path: str) -> ir.Tool:
-    parameters = checks.opt_obj(function, "parameters", path)
-    checks.opt_bool(function, "strict", path)  # type-checked only: the upstream decodes unconstrained either way
+def _decode_function_tool(raw: Any, path: str) -> ir.Tool:
+    function = check.obj(raw, path)
+    parameters = check.opt_obj(function.get("parameters"), f"{path}.parameters")
+    # type-checked only: the upstream decodes unconstrained either way
+    check.opt_bool(function.get("strict"), f"{path}.strict")
     return ir.Tool(
         name=_tool_name(function, path),
-        description=checks.opt_str(function, "description", path) or "",
+        description=check.opt_str(function.get("description"), f"{path}.description") or "",
         parameters=parameters if parameters is not None else {"type": "object", "properties": {}},
     )
 
 
 def _tool_name(definition: Mapping[str, Any], path: str) -> str:
-    name = checks.req_str(definition, "name", path)
+    name = check.string(definition.get("name"), f"{path}.name")
     if not name:
         raise RequestError(f"{path}.name: must not be empty")
     return name
 
 
-def _custom_tool_description(description: str, fmt: Mapping[str, Any] | None, path: str) -> str:
-    # Upstream sees a plain function, so the grammar only reaches the model through the description.
+def _custom_tool_description(description: str, raw_format: Any, path: str) -> str:
+    """Chat nests a custom tool's grammar one level deeper than Responses: ``format.grammar.{syntax, definition}``."""
+    fmt = check.opt_obj(raw_format, path)
     if fmt is None:
         return description
-    fmt_type = checks.req_str(fmt, "type", path)
+    fmt_type = check.string(fmt.get("type"), f"{path}.type")
     if fmt_type == "text":
         return description
     if fmt_type != "grammar":
         raise RequestError(f"{path}.type: unsupported custom tool format {fmt_type!r}")
-    grammar = checks.req_obj(fmt, "grammar", path)
     gpath = f"{path}.grammar"
-    definition = checks.req_str(grammar, "definition", gpath)
-    syntax = checks.opt_str(grammar, "syntax", gpath) or "lark"
-    note = (
-        f"Put the raw input (not JSON) in `input`; it must match this {syntax} grammar:\n"
-        f"```{syntax}\n{definition.rstrip()}\n```"
-    )
-    return f"{description}\n\n{note}" if description else note
+    grammar = check.obj(fmt.get("grammar"), gpath)
+    definition = check.string(grammar.get("definition"), f"{gpath}.definition")
+    syntax = check.opt_str(grammar.get("syntax"), f"{gpath}.syntax") or "lark"
+    return ir.with_grammar(description, syntax, definition)
 
 
 def _decode_tool_choice(body: Mapping[str, Any], tools: tuple[ir.Tool, ...]) -> ir.ToolChoice | None:
@@ -292,15 +284,17 @@ def _decode_tool_choice(body: Mapping[str, Any], tools: tuple[ir.Tool, ...]) -> 
         if raw not in _TOOL_CHOICE_MODES:
             raise RequestError(f"{key}: expected one of 'auto', 'none', 'required' or an object, got {raw!r}")
         return ir.ToolChoice(mode=_TOOL_CHOICE_MODES[raw])
-    choice = checks.obj(raw, key)
+    choice = check.obj(raw, key)
     if key == "function_call":
-        name, npath = checks.req_str(choice, "name", key), f"{key}.name"
+        npath = f"{key}.name"
+        name = check.string(choice.get("name"), npath)
     else:
-        choice_type = checks.req_str(choice, "type", key)
+        choice_type = check.string(choice.get("type"), f"{key}.type")
         if choice_type not in ("function", "custom"):
             raise RequestError(f"{key}.type: unsupported tool_choice type {choice_type!r}")
-        named = checks.req_obj(choice, choice_type, key)
-        name, npath = checks.req_str(named, "name", f"{key}.{choice_type}"), f"{key}.{choice_type}.name"
+        named = check.obj(choice.get(choice_type), f"{key}.{choice_type}")
+        npath = f"{key}.{choice_type}.name"
+        name = check.string(named.get("name"), npath)
     if not any(t.name == name for t in tools):
         raise RequestError(f"{npath}: no tool named {name!r} is offered")
     return ir.ToolChoice(mode="tool", name=name)
@@ -310,25 +304,26 @@ def _decode_tool_choice(body: Mapping[str, Any], tools: tuple[ir.Tool, ...]) -> 
 
 
 def _decode_sampling(body: Mapping[str, Any]) -> ir.Sampling:
-    n = checks.opt_int(body, "n", "")
+    n = check.opt_int(body.get("n"), "n")
     if n is not None and n != 1:
         raise RequestError(f"n: only 1 choice per request is supported, got {n}")
     # max_completion_tokens replaced max_tokens; when both are sent the newer one wins.
-    max_tokens = checks.opt_int(body, "max_completion_tokens", "")
     key = "max_completion_tokens"
+    max_tokens = check.opt_int(body.get(key), key)
     if max_tokens is None:
-        max_tokens, key = checks.opt_int(body, "max_tokens", ""), "max_tokens"
+        key = "max_tokens"
+        max_tokens = check.opt_int(body.get(key), key)
     if max_tokens is not None and max_tokens < 1:
         raise RequestError(f"{key}: must be at least 1, got {max_tokens}")
     return ir.Sampling(
         max_tokens=max_tokens,
-        temperature=checks.opt_float(body, "temperature"),
-        top_p=checks.opt_float(body, "top_p"),
-        top_k=checks.opt_int(body, "top_k", ""),
-        min_p=checks.opt_float(body, "min_p"),
-        presence_penalty=checks.opt_float(body, "presence_penalty"),
-        frequency_penalty=checks.opt_float(body, "frequency_penalty"),
-        seed=checks.opt_int(body, "seed", ""),
+        temperature=check.opt_float(body.get("temperature"), "temperature"),
+        top_p=check.opt_float(body.get("top_p"), "top_p"),
+        top_k=check.opt_int(body.get("top_k"), "top_k"),
+        min_p=check.opt_float(body.get("min_p"), "min_p"),
+        presence_penalty=check.opt_float(body.get("presence_penalty"), "presence_penalty"),
+        frequency_penalty=check.opt_float(body.get("frequency_penalty"), "frequency_penalty"),
+        seed=check.opt_int(body.get("seed"), "seed"),
         stop=_decode_stop(body.get("stop")),
     )
 
@@ -340,13 +335,13 @@ def _decode_stop(raw: Any) -> tuple[str, ...]:
         return (raw,)
     if isinstance(raw, list) and all(isinstance(s, str) for s in raw):
         return tuple(raw)
-    raise checks.type_error("stop", "a string or an array of strings", raw)
+    check.fail("stop", f"expected a string or an array of strings, got {check.json_type(raw)}")
 
 
 def _decode_reasoning(body: Mapping[str, Any]) -> ir.Reasoning | None:
     enabled: bool | None = None
     effort: str | None = None
-    raw_effort = checks.opt_str(body, "reasoning_effort", "")
+    raw_effort = check.opt_str(body.get("reasoning_effort"), "reasoning_effort")
     if raw_effort == "none":
         enabled = False
     elif raw_effort is not None:
@@ -354,10 +349,10 @@ def _decode_reasoning(body: Mapping[str, Any]) -> ir.Reasoning | None:
             raise RequestError(f"reasoning_effort: unsupported value {raw_effort!r}")
         enabled, effort = True, _EFFORTS[raw_effort]
     # Qwen-style servers (SGLang, vLLM, DashScope) switch thinking with enable_thinking, top level or template kwarg.
-    kwargs = checks.opt_obj(body, "chat_template_kwargs", "") or {}
+    kwargs = check.opt_obj(body.get("chat_template_kwargs"), "chat_template_kwargs") or {}
     for flag in (
-        checks.opt_bool(body, "enable_thinking", ""),
-        checks.opt_bool(kwargs, "enable_thinking", "chat_template_kwargs"),
+        check.opt_bool(body.get("enable_thinking"), "enable_thinking"),
+        check.opt_bool(kwargs.get("enable_thinking"), "chat_template_kwargs.enable_thinking"),
     ):
         if flag is not None:
             enabled = flag
@@ -367,20 +362,20 @@ def _decode_reasoning(body: Mapping[str, Any]) -> ir.Reasoning | None:
 
 
 def _decode_response_format(body: Mapping[str, Any]) -> ir.ResponseFormat | None:
-    raw = checks.opt_obj(body, "response_format", "")
+    raw = check.opt_obj(body.get("response_format"), "response_format")
     if raw is None:
         return None
-    fmt_type = checks.req_str(raw, "type", "response_format")
+    fmt_type = check.string(raw.get("type"), "response_format.type")
     if fmt_type == "text":
         return None
     if fmt_type == "json_object":
         return ir.ResponseFormat(type="json_object")
     if fmt_type != "json_schema":
         raise RequestError(f"response_format.type: unsupported value {fmt_type!r}")
-    spec = checks.req_obj(raw, "json_schema", "response_format")
     spath = "response_format.json_schema"
-    name = checks.opt_str(spec, "name", spath) or "response"
-    schema = checks.opt_obj(spec, "schema", spath)
+    spec = check.obj(raw.get("json_schema"), spath)
+    name = check.opt_str(spec.get("name"), f"{spath}.name") or "response"
+    schema = check.opt_obj(spec.get("schema"), f"{spath}.schema")
     # A json_schema without a schema constrains nothing beyond "valid JSON".
     if schema is None:
         return ir.ResponseFormat(type="json_object", name=name)
@@ -388,8 +383,8 @@ def _decode_response_format(body: Mapping[str, Any]) -> ir.ResponseFormat | None
 
 
 def _refuse_unservable_outputs(body: Mapping[str, Any]) -> None:
-    modalities = checks.opt_list(body, "modalities", "")
-    if "audio" in modalities:
+    modalities = check.opt_array(body.get("modalities"), "modalities")
+    if modalities and "audio" in modalities:
         raise RequestError("modalities: audio output is not supported")
     if body.get("audio") is not None:
         raise RequestError("audio: audio output is not supported")

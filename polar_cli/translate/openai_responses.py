@@ -11,8 +11,7 @@ while the IR is a Chat-style list of turns. Decoding folds the items into turns:
 
 The gateway is stateless (Codex sends ``store: false`` and the full history every turn), so anything that points at
 server-side state (``previous_response_id``, ``item_reference``, ``conversation``) is refused with a 400.
-The encode side (Response object, SSE stream, errors) lives in `openai_responses_encode`, the JSON type checks
-in `openai_responses_checks`.
+The encode side (Response object, SSE stream, errors) lives in `openai_responses_encode`.
 """
 
 from __future__ import annotations
@@ -20,21 +19,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import orjson
-
 from polar_cli.errors import ErrorKind, RequestError
 from polar_cli.translate import ir
+from polar_cli.translate import json_checks as check
 from polar_cli.translate.codec import Codec, Route
-from polar_cli.translate.openai_responses_checks import (
-    array,
-    json_type,
-    obj,
-    opt_bool,
-    opt_float,
-    opt_int,
-    opt_string,
-    string,
-)
 from polar_cli.translate.openai_responses_encode import (
     encode_error,
     encode_failed_stream,
@@ -48,28 +36,29 @@ HOSTED_TOOL_TYPES = frozenset(
     {"web_search", "web_search_preview", "tool_search", "file_search", "computer_use", "computer_use_preview"}
     | {"mcp", "local_shell", "shell", "apply_patch", "image_generation", "code_interpreter"}
 )
+# Dated variants (``web_search_preview_2025_03_11``) share the family name as a prefix.
+_HOSTED_DATED_PREFIXES = tuple(f"{h}_20" for h in sorted(HOSTED_TOOL_TYPES))
 _EFFORT_OFF = "none"
 _EMPTY_SCHEMA: ir.JsonObject = {"type": "object", "properties": {}}
 
 
 def decode_request(body: ir.JsonObject, route: Route) -> ir.ChatRequest:
     """Decode a Responses request body into the IR; raise RequestError naming the field for anything malformed."""
-    if not isinstance(body, Mapping):
-        raise RequestError("body: expected a JSON object")
+    body = check.request_body(body)
     _reject_stateful_fields(body)
-    model = route.model if route.model is not None else string(body.get("model"), "model")
+    model = route.model if route.model is not None else check.string(body.get("model"), "model")
     messages: list[ir.Message] = []
-    instructions = opt_string(body.get("instructions"), "instructions")
+    instructions = check.opt_str(body.get("instructions"), "instructions")
     if instructions:
         messages.append(ir.Message(role="system", content=(ir.Text(instructions),)))
     messages.extend(_decode_input(body.get("input")))
-    stream = opt_bool(body.get("stream"), "stream")
+    stream = check.opt_bool(body.get("stream"), "stream")
     return ir.ChatRequest(
         model=model,
         messages=tuple(messages),
         tools=_decode_tools(body.get("tools")),
         tool_choice=_decode_tool_choice(body.get("tool_choice")),
-        parallel_tool_calls=opt_bool(body.get("parallel_tool_calls"), "parallel_tool_calls"),
+        parallel_tool_calls=check.opt_bool(body.get("parallel_tool_calls"), "parallel_tool_calls"),
         sampling=_decode_sampling(body),
         reasoning=_decode_reasoning(body.get("reasoning")),
         response_format=_decode_text_format(body.get("text")),
@@ -92,11 +81,9 @@ def _reject_stateful_fields(body: Mapping[str, Any]) -> None:
 
 
 def _decode_input(raw: Any) -> list[ir.Message]:
-    if raw is None:
-        raise RequestError("input: required")
     if isinstance(raw, str):
         return [ir.Message(role="user", content=(ir.Text(raw),))]
-    items = array(raw, "input")
+    items = check.array(raw, "input")
     out: list[ir.Message] = []
     reasoning: list[str] = []
     parts: list[ir.Part] = []
@@ -119,14 +106,14 @@ def _decode_input(raw: Any) -> list[ir.Message]:
 
     for index, raw_item in enumerate(items):
         path = f"input[{index}]"
-        item = obj(raw_item, path)
+        item = check.obj(raw_item, path)
         kind = _item_type(item, path)
         if kind == "reasoning":
             flush()  # Rule 2: reasoning opens the next assistant turn
             text = _reasoning_text(item, path)
             if text:
                 reasoning.append(text)
-        elif kind == "message" and string(item.get("role"), f"{path}.role") == "assistant":
+        elif kind == "message" and check.string(item.get("role"), f"{path}.role") == "assistant":
             parts.extend(_decode_content(item.get("content"), f"{path}.content"))
         elif kind == "function_call":
             call = _decode_function_call(item, path)
@@ -142,7 +129,7 @@ def _decode_input(raw: Any) -> list[ir.Message]:
             if kind == "message":
                 out.append(_decode_message(item, path))
             elif kind in ("function_call_output", "custom_tool_call_output"):
-                call_id = string(item.get("call_id"), f"{path}.call_id")
+                call_id = check.string(item.get("call_id"), f"{path}.call_id")
                 content = _decode_content(item.get("output"), f"{path}.output")
                 out.append(ir.Message(role="tool", content=content, tool_call_id=call_id, name=call_names.get(call_id)))
             elif kind == "item_reference":
@@ -160,11 +147,11 @@ def _item_type(item: Mapping[str, Any], path: str) -> str:
     raw = item.get("type")
     if raw is None and "role" in item:
         return "message"
-    return string(raw, f"{path}.type")
+    return check.string(raw, f"{path}.type")
 
 
 def _decode_message(item: Mapping[str, Any], path: str) -> ir.Message:
-    role = string(item.get("role"), f"{path}.role")
+    role = check.string(item.get("role"), f"{path}.role")
     content = _decode_content(item.get("content"), f"{path}.content")
     if role == "user":
         return ir.Message(role="user", content=content)
@@ -177,19 +164,19 @@ def _decode_content(raw: Any, path: str) -> tuple[ir.Part, ...]:
     if isinstance(raw, str):
         return (ir.Text(raw),)
     if not isinstance(raw, list):
-        raise RequestError(f"{path}: expected a string or an array, got {json_type(raw)}")
-    return tuple(_decode_part(part, f"{path}[{i}]") for i, part in enumerate(raw))
+        raise RequestError(f"{path}: expected a string or an array, got {check.json_type(raw)}")
+    return tuple([_decode_part(part, f"{path}[{i}]") for i, part in enumerate(raw)])
 
 
 def _decode_part(raw: Any, path: str) -> ir.Part:
-    part = obj(raw, path)
-    kind = string(part.get("type"), f"{path}.type")
+    part = check.obj(raw, path)
+    kind = check.string(part.get("type"), f"{path}.type")
     if kind in ("input_text", "output_text"):
-        return ir.Text(string(part.get("text"), f"{path}.text"))
+        return ir.Text(check.string(part.get("text"), f"{path}.text"))
     if kind == "refusal":
-        return ir.Text(string(part.get("refusal"), f"{path}.refusal"))
+        return ir.Text(check.string(part.get("refusal"), f"{path}.refusal"))
     if kind == "input_image":
-        url = opt_string(part.get("image_url"), f"{path}.image_url")
+        url = check.opt_str(part.get("image_url"), f"{path}.image_url")
         if url is None:
             raise RequestError(f"{path}.image_url: required (file_id images are not supported)")
         return ir.Image(url)
@@ -198,21 +185,18 @@ def _decode_part(raw: Any, path: str) -> ir.Part:
 
 def _decode_function_call(item: Mapping[str, Any], path: str) -> ir.ToolCall:
     return ir.ToolCall(
-        id=string(item.get("call_id"), f"{path}.call_id"),
-        name=string(item.get("name"), f"{path}.name"),
-        arguments=string(item.get("arguments"), f"{path}.arguments"),
+        id=check.string(item.get("call_id"), f"{path}.call_id"),
+        name=check.string(item.get("name"), f"{path}.name"),
+        arguments=check.string(item.get("arguments"), f"{path}.arguments"),
     )
 
 
 def _decode_custom_tool_call(item: Mapping[str, Any], path: str) -> ir.ToolCall:
-    raw_input = string(item.get("input"), f"{path}.input")
-    try:
-        arguments = orjson.dumps({"input": raw_input}).decode()
-    except orjson.JSONEncodeError as exc:  # lone surrogates cannot be JSON text
-        raise RequestError(f"{path}.input: not valid Unicode text") from exc
+    input_path = f"{path}.input"
+    arguments = check.json_text({"input": check.string(item.get("input"), input_path)}, input_path)
     return ir.ToolCall(
-        id=string(item.get("call_id"), f"{path}.call_id"),
-        name=string(item.get("name"), f"{path}.name"),
+        id=check.string(item.get("call_id"), f"{path}.call_id"),
+        name=check.string(item.get("name"), f"{path}.name"),
         arguments=arguments,
         kind="custom",
     )
@@ -223,8 +207,8 @@ def _reasoning_text(item: Mapping[str, Any], path: str) -> str:
     content = item.get("content")
     if content is not None:
         texts = [
-            string(obj(p, f"{path}.content[{i}]").get("text"), f"{path}.content[{i}].text")
-            for i, p in enumerate(array(content, f"{path}.content"))
+            check.string(check.obj(p, f"{path}.content[{i}]").get("text"), f"{path}.content[{i}].text")
+            for i, p in enumerate(check.array(content, f"{path}.content"))
         ]
         if texts:
             return "".join(texts)
@@ -232,8 +216,8 @@ def _reasoning_text(item: Mapping[str, Any], path: str) -> str:
     if summary is None:
         return ""
     return "\n\n".join(
-        string(obj(p, f"{path}.summary[{i}]").get("text"), f"{path}.summary[{i}].text")
-        for i, p in enumerate(array(summary, f"{path}.summary"))
+        check.string(check.obj(p, f"{path}.summary[{i}]").get("text"), f"{path}.summary[{i}].text")
+        for i, p in enumerate(check.array(summary, f"{path}.summary"))
     )
 
 
@@ -245,12 +229,11 @@ def drop_hosted_tools(tools: list[Any]) -> list[tuple[int, Any]]:
 
     Returns the remaining tools with their original index, so error messages still name the right ``tools[i]``.
     """
-    return [(i, t) for i, t in enumerate(tools) if not (isinstance(t, Mapping) and _is_hosted(t.get("type")))]
+    return [(i, t) for i, t in enumerate(tools) if not (isinstance(t, dict) and _is_hosted(t.get("type")))]
 
 
 def _is_hosted(kind: Any) -> bool:
-    # Dated variants (``web_search_preview_2025_03_11``) share the family name as a prefix.
-    return isinstance(kind, str) and any(kind == h or kind.startswith(h + "_20") for h in HOSTED_TOOL_TYPES)
+    return isinstance(kind, str) and (kind in HOSTED_TOOL_TYPES or kind.startswith(_HOSTED_DATED_PREFIXES))
 
 
 def custom_tool_description(description: str, fmt: Mapping[str, Any] | None, path: str) -> str:
@@ -258,37 +241,31 @@ def custom_tool_description(description: str, fmt: Mapping[str, Any] | None, pat
     grammar) is spelled out in the description, or the model would not know what input shape to write."""
     if fmt is None:
         return description
-    kind = string(fmt.get("type"), f"{path}.type")
+    kind = check.string(fmt.get("type"), f"{path}.type")
     if kind == "text":
         return description
     if kind != "grammar":
         raise RequestError(f"{path}.type: unsupported custom tool format {kind!r}")
-    syntax = opt_string(fmt.get("syntax"), f"{path}.syntax") or "lark"
-    definition = string(fmt.get("definition"), f"{path}.definition")
-    note = (
-        f"Pass this tool's raw text as the string argument `input`; that text must match this {syntax} grammar:\n"
-        f"```{syntax}\n{definition.rstrip()}\n```"
-    )
-    return f"{description}\n\n{note}" if description else note
+    syntax = check.opt_str(fmt.get("syntax"), f"{path}.syntax") or "lark"
+    return ir.with_grammar(description, syntax, check.string(fmt.get("definition"), f"{path}.definition"))
 
 
 def _decode_tools(raw: Any) -> tuple[ir.Tool, ...]:
     if raw is None:
         return ()
     tools: list[ir.Tool] = []
-    for index, raw_tool in drop_hosted_tools(list(array(raw, "tools"))):
+    for index, raw_tool in drop_hosted_tools(check.array(raw, "tools")):
         path = f"tools[{index}]"
-        tool = obj(raw_tool, path)
-        kind = string(tool.get("type"), f"{path}.type")
-        name = string(tool.get("name"), f"{path}.name")
-        description = opt_string(tool.get("description"), f"{path}.description") or ""
+        tool = check.obj(raw_tool, path)
+        kind = check.string(tool.get("type"), f"{path}.type")
+        name = check.string(tool.get("name"), f"{path}.name")
+        description = check.opt_str(tool.get("description"), f"{path}.description") or ""
         if kind == "function":
             params = tool.get("parameters")
-            parameters = dict(_EMPTY_SCHEMA) if params is None else dict(obj(params, f"{path}.parameters"))
+            parameters = dict(_EMPTY_SCHEMA) if params is None else dict(check.obj(params, f"{path}.parameters"))
             tools.append(ir.Tool(name=name, description=description, parameters=parameters))
         elif kind == "custom":
-            fmt = tool.get("format")
-            fmt_obj = None if fmt is None else obj(fmt, f"{path}.format")
+            fmt_obj = check.opt_obj(tool.get("format"), f"{path}.format")
             tools.append(
                 ir.Tool(
                     name=name,
@@ -309,10 +286,10 @@ def _decode_tool_choice(raw: Any) -> ir.ToolChoice | None:
         return ir.ToolChoice(mode=raw)
     if isinstance(raw, str):
         raise RequestError(f"tool_choice: unsupported value {raw!r}")
-    choice = obj(raw, "tool_choice")
-    kind = string(choice.get("type"), "tool_choice.type")
+    choice = check.obj(raw, "tool_choice")
+    kind = check.string(choice.get("type"), "tool_choice.type")
     if kind in ("function", "custom"):
-        return ir.ToolChoice(mode="tool", name=string(choice.get("name"), "tool_choice.name"))
+        return ir.ToolChoice(mode="tool", name=check.string(choice.get("name"), "tool_choice.name"))
     raise RequestError(f"tool_choice.type: unsupported tool choice {kind!r}")
 
 
@@ -323,26 +300,26 @@ def _decode_sampling(body: Mapping[str, Any]) -> ir.Sampling:
     max_tokens = None
     # Responses says max_output_tokens; Chat-style names are accepted so a mis-pointed client is not ignored.
     for name in ("max_output_tokens", "max_completion_tokens", "max_tokens"):
-        max_tokens = opt_int(body.get(name), name)
+        max_tokens = check.opt_int(body.get(name), name)
         if max_tokens is not None:
             break
     return ir.Sampling(
         max_tokens=max_tokens,
-        temperature=opt_float(body.get("temperature"), "temperature"),
-        top_p=opt_float(body.get("top_p"), "top_p"),
-        top_k=opt_int(body.get("top_k"), "top_k"),
-        presence_penalty=opt_float(body.get("presence_penalty"), "presence_penalty"),
-        frequency_penalty=opt_float(body.get("frequency_penalty"), "frequency_penalty"),
-        seed=opt_int(body.get("seed"), "seed"),
+        temperature=check.opt_float(body.get("temperature"), "temperature"),
+        top_p=check.opt_float(body.get("top_p"), "top_p"),
+        top_k=check.opt_int(body.get("top_k"), "top_k"),
+        presence_penalty=check.opt_float(body.get("presence_penalty"), "presence_penalty"),
+        frequency_penalty=check.opt_float(body.get("frequency_penalty"), "frequency_penalty"),
+        seed=check.opt_int(body.get("seed"), "seed"),
     )
 
 
 def _decode_reasoning(raw: Any) -> ir.Reasoning | None:
     if raw is None:
         return None
-    settings = obj(raw, "reasoning")
-    effort = opt_string(settings.get("effort"), "reasoning.effort")
-    opt_string(settings.get("summary"), "reasoning.summary")  # we always return the whole reasoning as the summary
+    settings = check.obj(raw, "reasoning")
+    effort = check.opt_str(settings.get("effort"), "reasoning.effort")
+    check.opt_str(settings.get("summary"), "reasoning.summary")  # we always return the whole reasoning as the summary
     if effort is None:
         return None
     if effort == _EFFORT_OFF:
@@ -353,18 +330,18 @@ def _decode_reasoning(raw: Any) -> ir.Reasoning | None:
 def _decode_text_format(raw: Any) -> ir.ResponseFormat | None:
     if raw is None:
         return None
-    fmt_raw = obj(raw, "text").get("format")  # ``verbosity`` has no upstream equivalent
+    fmt_raw = check.obj(raw, "text").get("format")  # ``verbosity`` has no upstream equivalent
     if fmt_raw is None:
         return None
-    fmt = obj(fmt_raw, "text.format")
-    kind = string(fmt.get("type"), "text.format.type")
+    fmt = check.obj(fmt_raw, "text.format")
+    kind = check.string(fmt.get("type"), "text.format.type")
     if kind == "text":
         return None
     if kind == "json_object":
         return ir.ResponseFormat(type="json_object")
     if kind == "json_schema":
-        schema = dict(obj(fmt.get("schema"), "text.format.schema"))
-        name = opt_string(fmt.get("name"), "text.format.name") or "response"
+        schema = dict(check.obj(fmt.get("schema"), "text.format.schema"))
+        name = check.opt_str(fmt.get("name"), "text.format.name") or "response"
         return ir.ResponseFormat(type="json_schema", schema=schema, name=name)
     raise RequestError(f"text.format.type: unsupported format {kind!r}")
 

@@ -528,17 +528,17 @@ OK_CONTENTS = [user({"text": "x"})]
         ({"contents": [user({"executableCode": {"code": "1"}})]}, r"unsupported part 'executableCode' in a user turn"),
         ({"contents": [user(call("f", {}))]}, r"unsupported part 'functionCall' in a user turn"),
         ({"contents": [model_turn({"inlineData": {}})]}, r"unsupported part 'inlineData' in a model turn"),
-        ({"contents": [model_turn({"functionCall": {"args": {}}})]}, r"parts\[0\]\.functionCall\.name: missing"),
+        ({"contents": [model_turn({"functionCall": {"args": {}}})]}, r"parts\[0\]\.functionCall\.name: required"),
         ({"contents": [model_turn(call("f", [1]))]}, r"functionCall\.args: expected an object, got array"),  # type: ignore[arg-type]
         (
             {"contents": [user({"inlineData": {"mimeType": "application/pdf", "data": "JVBE"}})]},
             r"inlineData\.mimeType: unsupported media type 'application/pdf'",
         ),
-        ({"contents": [user({"inlineData": {"mimeType": "image/png"}})]}, r"inlineData\.data: missing"),
+        ({"contents": [user({"inlineData": {"mimeType": "image/png"}})]}, r"inlineData\.data: required"),
         ({"contents": [user({"text": "x"})], "cachedContent": "c/1"}, r"^cachedContent: cached contents"),
         (
             {"contents": OK_CONTENTS, "systemInstruction": {"parts": [{"fileData": {}}]}},
-            r"systemInstruction\.parts\[0\]\.text: missing",
+            r"systemInstruction\.parts\[0\]\.text: required",
         ),
         ({"contents": OK_CONTENTS, "tools": {}}, r"^tools: expected an array, got object"),
         (
@@ -554,7 +554,7 @@ OK_CONTENTS = [user({"text": "x"})]
         ),
         (
             {"contents": OK_CONTENTS, "tools": [{"functionDeclarations": [{"description": "no name"}]}]},
-            r"tools\[0\]\.functionDeclarations\[0\]\.name: missing",
+            r"tools\[0\]\.functionDeclarations\[0\]\.name: required",
         ),
         (
             {"contents": OK_CONTENTS, "toolConfig": {"functionCallingConfig": {"mode": "SOMETIMES"}}},

@@ -305,11 +305,11 @@ def test_stream_flags_and_extras() -> None:
 @pytest.mark.parametrize(
     ("fields", "message"),
     [
-        ({"model": 3}, "model: expected a string, got a number"),
+        ({"model": 3}, "model: expected a string, got number"),
         ({"model": ""}, "model: required"),
-        ({"messages": "hi"}, "messages: expected an array of messages, got a string"),
+        ({"messages": "hi"}, "messages: expected an array of messages, got string"),
         ({"messages": []}, "messages: must contain at least one message"),
-        ({"messages": [1]}, "messages[0]: expected an object, got a number"),
+        ({"messages": [1]}, "messages[0]: expected an object, got number"),
         ({"messages": [{"content": "x"}]}, "messages[0].role: required"),
         ({"messages": [{"role": "robot", "content": "x"}]}, "messages[0].role: unsupported role 'robot'"),
         ({"messages": [{"role": "user", "content": 5}]}, "messages[0].content: expected a string, an array"),
@@ -329,12 +329,12 @@ def test_stream_flags_and_extras() -> None:
         ({"messages": [{"role": "user", "content": [{"type": "text"}]}]}, "messages[0].content[0].text: required"),
         (
             {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": "u"}]}]},
-            "messages[0].content[0].image_url: expected an object, got a string",
+            "messages[0].content[0].image_url: expected an object, got string",
         ),
         ({"messages": [{"role": "tool", "content": "x"}]}, "messages[0].tool_call_id: required"),
         (
             {"messages": [{"role": "assistant", "tool_calls": {"id": "c"}}]},
-            "messages[0].tool_calls: expected an array, got an object",
+            "messages[0].tool_calls: expected an array, got object",
         ),
         (
             {
@@ -342,7 +342,7 @@ def test_stream_flags_and_extras() -> None:
                     {"role": "assistant", "tool_calls": [{"id": "c", "function": {"name": "f", "arguments": {}}}]}
                 ]
             },
-            "messages[0].tool_calls[0].function.arguments: expected a string, got an object",
+            "messages[0].tool_calls[0].function.arguments: expected a string, got object",
         ),
         (
             {"messages": [{"role": "assistant", "tool_calls": [{"id": "c", "type": "mcp"}]}]},
@@ -350,15 +350,15 @@ def test_stream_flags_and_extras() -> None:
         ),
         (
             {"messages": [{"role": "assistant", "content": "x", "reasoning_content": ["a"]}]},
-            "messages[0].reasoning_content: expected a string, got an array",
+            "messages[0].reasoning_content: expected a string, got array",
         ),
-        ({"tools": {}}, "tools: expected an array, got an object"),
+        ({"tools": {}}, "tools: expected an array, got object"),
         ({"tools": [{"type": "web_search"}]}, "tools[0].type: unsupported tool type 'web_search'"),
         ({"tools": [{"type": "function"}]}, "tools[0].function: required"),
         ({"tools": [{"type": "function", "function": {"name": ""}}]}, "tools[0].function.name: must not be empty"),
         (
             {"tools": [{"type": "function", "function": {"name": "f", "parameters": "{}"}}]},
-            "tools[0].function.parameters: expected an object, got a string",
+            "tools[0].function.parameters: expected an object, got string",
         ),
         (
             {"tools": [{"type": "custom", "custom": {"name": "p", "format": {"type": "grammar"}}}]},
@@ -370,22 +370,22 @@ def test_stream_flags_and_extras() -> None:
             "tool_choice.function.name: no tool named 'nope' is offered",
         ),
         ({"tool_choice": {"type": "allowed_tools"}}, "tool_choice.type: unsupported tool_choice type 'allowed_tools'"),
-        ({"max_tokens": "100"}, "max_tokens: expected an integer, got a string"),
+        ({"max_tokens": "100"}, "max_tokens: expected an integer, got string"),
         ({"max_tokens": 0}, "max_tokens: must be at least 1, got 0"),
-        ({"max_completion_tokens": 1.5}, "max_completion_tokens: expected an integer, got a number"),
-        ({"temperature": "hot"}, "temperature: expected a number, got a string"),
-        ({"temperature": True}, "temperature: expected a number, got a boolean"),
+        ({"max_completion_tokens": 1.5}, "max_completion_tokens: expected an integer, got number"),
+        ({"temperature": "hot"}, "temperature: expected a number, got string"),
+        ({"temperature": True}, "temperature: expected a number, got boolean"),
         ({"top_p": 10**400}, "top_p: number out of range"),
-        ({"seed": 1.0}, "seed: expected an integer, got a number"),
-        ({"stop": [1]}, "stop: expected a string or an array of strings, got an array"),
+        ({"seed": 1.0}, "seed: expected an integer, got number"),
+        ({"stop": [1]}, "stop: expected a string or an array of strings, got array"),
         ({"n": 2}, "n: only 1 choice per request is supported, got 2"),
-        ({"stream": "yes"}, "stream: expected a boolean, got a string"),
-        ({"stream_options": {"include_usage": 1}}, "stream_options.include_usage: expected a boolean, got a number"),
-        ({"parallel_tool_calls": "no"}, "parallel_tool_calls: expected a boolean, got a string"),
+        ({"stream": "yes"}, "stream: expected a boolean, got string"),
+        ({"stream_options": {"include_usage": 1}}, "stream_options.include_usage: expected a boolean, got number"),
+        ({"parallel_tool_calls": "no"}, "parallel_tool_calls: expected a boolean, got string"),
         ({"response_format": {"type": "yaml"}}, "response_format.type: unsupported value 'yaml'"),
         ({"response_format": {"type": "json_schema"}}, "response_format.json_schema: required"),
         ({"reasoning_effort": "max"}, "reasoning_effort: unsupported value 'max'"),
-        ({"reasoning_effort": 3}, "reasoning_effort: expected a string, got a number"),
+        ({"reasoning_effort": 3}, "reasoning_effort: expected a string, got number"),
         ({"chat_template_kwargs": {"enable_thinking": "no"}}, "chat_template_kwargs.enable_thinking: expected a"),
         ({"modalities": ["text", "audio"]}, "modalities: audio output is not supported"),
         ({"audio": {"voice": "alloy"}}, "audio: audio output is not supported"),
@@ -399,7 +399,7 @@ def test_malformed_bodies_name_the_field(fields: dict[str, Any], message: str) -
 
 
 def test_body_must_be_an_object() -> None:
-    with pytest.raises(RequestError, match=r"^body: expected a JSON object, got an array"):
+    with pytest.raises(RequestError, match=r"^body: expected a JSON object, got array"):
         decode_request([], ROUTE)  # type: ignore[arg-type]
 
 

@@ -297,7 +297,7 @@ def one_tool(**tool: Any) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("request_body", "message"),
     [
-        ([], "body: expected a JSON object"),
+        ([], "body: expected a JSON object, got array"),
         ({"input": "x"}, "model: required"),
         (body(model=3), "model: expected a string, got number"),
         ({"model": "m"}, "input: required"),
@@ -342,7 +342,7 @@ def one_tool(**tool: Any) -> dict[str, Any]:
         (body(stream="yes"), "stream: expected a boolean, got string"),
         (body(reasoning={"effort": 1}), "reasoning.effort: expected a string, got number"),
         (body(text={"format": {"type": "grammar"}}), "text.format.type: unsupported format 'grammar'"),
-        (body(text={"format": {"type": "json_schema"}}), "text.format.schema: expected an object, got null"),
+        (body(text={"format": {"type": "json_schema"}}), "text.format.schema: required"),
     ],
 )
 def test_malformed_requests(request_body: Any, message: str) -> None:
