@@ -1,25 +1,32 @@
 """One capture record per model call, and its compact on-disk form.
 
 A session's records are stored one JSON line each, in call order. Each call of an agent session re-sends the whole
-history, so storing every record whole would grow quadratically with the session. Instead each line is stored as a delta
-against the session's earlier records:
+history, so storing every record whole would grow quadratically with the session. Instead each line is stored as a
+delta against the session's earlier records:
 
 - prompt ids: the longest common prefix with one of the last few calls' prompts (``base`` seq + ``prefix`` length) and
   the ``suffix``. Looking back a few calls, not just one, keeps interleaved sub-agent chains compact.
-- the harness's request body, its headers and the upstream request: top-level keys equal to the previous call's are
-  named in ``same``; lists that extend the previous call's list (the history) are stored as prefix length + tail.
+- the harness's request body and the upstream request: as bytes, the previous call's body with a common prefix and a
+  common suffix kept and the ``middle`` replaced (history grows in the middle of a body: tools and settings follow it).
+  Byte comparison runs at memcmp speed, so the writer thread holds the GIL for microseconds, not for a deep compare
+  of two parsed 100 KB documents (which would stall the event loop's own syscalls behind it).
+- headers: ``same`` when equal to the previous call's.
 
-`Compactor` and `Expander` are the two directions; both are pure state machines over dicts (no I/O), and
+`Compactor` and `Expander` are the two directions; both are pure state machines (no I/O), and
 ``Expander.expand(Compactor.compact(r)) == r`` for every record in order. Files are written by `store.CaptureWriter`.
 """
 
 from __future__ import annotations
 
+from array import array
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-FORMAT_VERSION = 1
+import orjson
+
+FORMAT_VERSION = 2
 # How many earlier calls a prompt may take its prefix from.
 PROMPT_LOOKBACK = 4
 
@@ -51,82 +58,132 @@ class CaptureRecord:
     response_logprobs: list[float] = field(default_factory=list)
     finish_reason: str | None = None
     error: str | None = None
+    # The exact bytes of ``request`` / ``normalized`` when the caller has them (the gateway does): the compactor
+    # diffs bytes, and serialising the dicts again would cost as much as the diff saves.
+    request_bytes: bytes | None = field(default=None, compare=False, repr=False)
+    normalized_bytes: bytes | None = field(default=None, compare=False, repr=False)
 
     @property
     def latency(self) -> float:
         return self.ended - self.started
 
 
-def common_prefix_len(a: list[Any], b: list[Any]) -> int:
-    """Length of the longest common prefix of two lists, by bisection over C-speed slice comparisons."""
+def common_prefix_len(a: Sequence[Any], b: Sequence[Any]) -> int:
+    """Length of the longest common prefix of two sequences (lists, bytes), at the speed of slice comparison.
+
+    Blocks are compared in order, then the first differing block is bisected: linear in the prefix, with every
+    comparison done in C.
+    """
     n = min(len(a), len(b))
-    if a[:n] == b[:n]:
-        return n
-    lo, hi = 0, n  # invariant: a[:lo] == b[:lo] and a[:hi] != b[:hi]
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if a[lo:mid] == b[lo:mid]:
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    step = _BLOCK
+    i = 0
+    while i < n:
+        j = min(n, i + step)
+        if a[i:j] != b[i:j]:
+            lo, hi = i, j  # invariant: a[:lo] == b[:lo] and a[lo:hi] != b[lo:hi]
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                if a[lo:mid] == b[lo:mid]:
+                    lo = mid
+                else:
+                    hi = mid
+            return lo
+        i = j
+        step *= 2  # long shared histories: fewer, larger comparisons
+    return n
 
 
-def _delta(obj: dict[str, Any] | None, base: dict[str, Any] | None) -> dict[str, Any] | None:
+_BLOCK = 1024
+
+
+def common_suffix_len(a: bytes, b: bytes, limit: int) -> int:
+    """Longest common suffix of two byte strings, at most ``limit`` long: blocks from the end, then bisection."""
+    la, lb = len(a), len(b)
+    n = min(limit, la, lb)
+    step = _BLOCK
+    i = 0  # a[la - i:] == b[lb - i:]
+    while i < n:
+        j = min(n, i + step)
+        if a[la - j : la - i] != b[lb - j : lb - i]:
+            lo, hi = i, j  # invariant: the last lo bytes match, the last hi do not
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                if a[la - mid : la - lo] == b[lb - mid : lb - lo]:
+                    lo = mid
+                else:
+                    hi = mid
+            return lo
+        i = j
+        step *= 2
+    return n
+
+
+def _utf8_start(data: bytes, i: int) -> int:
+    """``i`` moved back to the start of the UTF-8 character it falls in."""
+    while 0 < i < len(data) and data[i] & 0xC0 == 0x80:
+        i -= 1
+    return i
+
+
+def byte_delta(data: bytes, base: bytes) -> dict[str, Any]:
+    """``data`` as ``base`` with its middle replaced; prefix and suffix never split a UTF-8 character."""
+    prefix = _utf8_start(data, common_prefix_len(data, base))
+    suffix = common_suffix_len(data, base, min(len(data), len(base)) - prefix)
+    end = _utf8_start(data, len(data) - suffix)
+    return {"prefix": prefix, "suffix": len(data) - end, "middle": data[prefix:end].decode("utf-8")}
+
+
+def undo_byte_delta(stored: dict[str, Any], base: bytes) -> bytes:
+    prefix, suffix = stored["prefix"], stored["suffix"]
+    tail = base[len(base) - suffix :] if suffix else b""
+    middle: str = stored["middle"]
+    return base[:prefix] + middle.encode("utf-8") + tail
+
+
+def _body_bytes(obj: dict[str, Any] | None, raw: bytes | None) -> bytes | None:
     if obj is None:
         return None
-    if not base:
-        return {"set": obj}
-    same: list[str] = []
-    extend: dict[str, Any] = {}
-    rest: dict[str, Any] = {}
-    for key, value in obj.items():
-        prev = base.get(key, _MISSING)
-        if prev is _MISSING:
-            rest[key] = value
-        elif value == prev:
-            same.append(key)
-        elif isinstance(value, list) and isinstance(prev, list) and (n := common_prefix_len(value, prev)) > 0:
-            extend[key] = [n, value[n:]]
-        else:
-            rest[key] = value
-    out: dict[str, Any] = {"set": rest}
-    if same:
-        out["same"] = same
-    if extend:
-        out["extend"] = extend
-    return out
+    return raw if raw is not None else orjson.dumps(obj)
 
 
-def _undelta(stored: dict[str, Any] | None, base: dict[str, Any] | None) -> dict[str, Any] | None:
-    if stored is None:
+def _store_body(data: bytes | None, base: bytes | None) -> dict[str, Any] | None:
+    if data is None:
         return None
-    out: dict[str, Any] = {}
-    for key in stored.get("same", ()):
-        out[key] = base[key]  # type: ignore[index]
-    for key, (n, tail) in stored.get("extend", {}).items():
-        out[key] = base[key][:n] + tail  # type: ignore[index]
-    out.update(stored["set"])
-    return out
+    if not base:
+        return {"prefix": 0, "suffix": 0, "middle": data.decode("utf-8")}
+    return byte_delta(data, base)
 
 
-_MISSING = object()
+def _load_body(stored: dict[str, Any] | None, base: bytes | None) -> tuple[dict[str, Any] | None, bytes | None]:
+    if stored is None:
+        return None, None
+    data = undo_byte_delta(stored, base or b"")
+    return orjson.loads(data), data
+
+
+def _as_bytes(ids: list[int]) -> bytes:
+    return array("i", ids).tobytes()
 
 
 class Compactor:
     """Turns one session's records, in order, into compact line dicts."""
 
     def __init__(self) -> None:
-        self._prompts: deque[tuple[int, list[int]]] = deque(maxlen=PROMPT_LOOKBACK)
-        self._prev: CaptureRecord | None = None
+        self._prompts: deque[tuple[int, bytes]] = deque(maxlen=PROMPT_LOOKBACK)
+        self._request: bytes | None = None
+        self._normalized: bytes | None = None
+        self._headers: dict[str, str] | None = None
 
     def compact(self, record: CaptureRecord) -> dict[str, Any]:
+        prompt = _as_bytes(record.prompt_ids)
         base_seq, prefix = -1, 0
         for seq, ids in self._prompts:
-            n = common_prefix_len(record.prompt_ids, ids)
+            n = common_prefix_len(prompt, ids) // 4
             if n > prefix:
                 base_seq, prefix = seq, n
-        prev = self._prev
+        request = _body_bytes(record.request, record.request_bytes)
+        normalized = _body_bytes(record.normalized, record.normalized_bytes)
+        same_headers = record.request_headers == self._headers
         line = {
             "v": FORMAT_VERSION,
             "session_id": record.session_id,
@@ -136,9 +193,9 @@ class Compactor:
             "started": record.started,
             "ended": record.ended,
             "status": record.status,
-            "request": _delta(record.request, prev.request if prev else None),
-            "request_headers": _delta(record.request_headers, prev.request_headers if prev else None),
-            "normalized": _delta(record.normalized, prev.normalized if prev else None),
+            "request": _store_body(request, self._request),
+            "request_headers": "same" if same_headers else record.request_headers,
+            "normalized": _store_body(normalized, self._normalized),
             "response": record.response,
             "prompt_ids": {"base": base_seq, "prefix": prefix, "suffix": record.prompt_ids[prefix:]},
             "response_ids": record.response_ids,
@@ -147,8 +204,10 @@ class Compactor:
             "error": record.error,
         }
         if record.prompt_ids:
-            self._prompts.append((record.seq, record.prompt_ids))
-        self._prev = record
+            self._prompts.append((record.seq, prompt))
+        self._request = request if request is not None else self._request
+        self._normalized = normalized if normalized is not None else self._normalized
+        self._headers = record.request_headers
         return line
 
 
@@ -158,7 +217,9 @@ class Expander:
     def __init__(self) -> None:
         self._prompts: dict[int, list[int]] = {}
         self._recent: deque[int] = deque(maxlen=PROMPT_LOOKBACK)
-        self._prev: CaptureRecord | None = None
+        self._request: bytes | None = None
+        self._normalized: bytes | None = None
+        self._headers: dict[str, str] = {}
 
     def expand(self, line: dict[str, Any]) -> CaptureRecord:
         if line.get("v") != FORMAT_VERSION:
@@ -166,17 +227,25 @@ class Expander:
         stored = line["prompt_ids"]
         base = self._prompts.get(stored["base"], []) if stored["prefix"] else []
         prompt_ids = base[: stored["prefix"]] + stored["suffix"]
-        prev = self._prev
+        request, request_bytes = _load_body(line["request"], self._request)
+        normalized, normalized_bytes = _load_body(line["normalized"], self._normalized)
+        headers = self._headers if line["request_headers"] == "same" else line["request_headers"]
         fields = {k: v for k, v in line.items() if k != "v"}
-        fields["prompt_ids"] = prompt_ids
-        fields["request"] = _undelta(line["request"], prev.request if prev else None)
-        fields["request_headers"] = _undelta(line["request_headers"], prev.request_headers if prev else None)
-        fields["normalized"] = _undelta(line["normalized"], prev.normalized if prev else None)
+        fields.update(
+            prompt_ids=prompt_ids,
+            request=request,
+            request_headers=headers,
+            normalized=normalized,
+            request_bytes=request_bytes,
+            normalized_bytes=normalized_bytes,
+        )
         record = CaptureRecord(**fields)
         if prompt_ids:
             if len(self._recent) == self._recent.maxlen:
                 self._prompts.pop(self._recent[0], None)
             self._recent.append(record.seq)
             self._prompts[record.seq] = prompt_ids
-        self._prev = record
+        self._request = request_bytes if request_bytes is not None else self._request
+        self._normalized = normalized_bytes if normalized_bytes is not None else self._normalized
+        self._headers = headers
         return record

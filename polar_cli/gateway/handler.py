@@ -60,6 +60,7 @@ class _Call:
     request: Request
     body: dict[str, Any]
     upstream_body: dict[str, Any] | None = None
+    upstream_bytes: bytes | None = None
     upstream_answer: dict[str, Any] | None = None
 
 
@@ -112,8 +113,9 @@ class Gateway:
     async def _call_upstream(self, codec: Codec, call: _Call, chat: ChatRequest) -> Reply:
         completion_id = f"{self._id_prefix}{next(self._ids):012x}"
         call.upstream_body = chat_body(chat, self.options, rid=completion_id)
+        call.upstream_bytes = orjson.dumps(call.upstream_body)
         try:
-            response = await self.upstream.post_json(UPSTREAM_PATH, orjson.dumps(call.upstream_body))
+            response = await self.upstream.post_json(UPSTREAM_PATH, call.upstream_bytes)
             if response.status != 200:
                 raise upstream_error(response.status, response.body)
             try:
@@ -158,26 +160,30 @@ class Gateway:
             return
         query = redact_query(call.request.query)
         tokens = answer.tokens if answer is not None else None
-        self.capture.write(
-            CaptureRecord(
-                session_id=call.session.id,
-                seq=call.seq,
-                api=call.route.api,
-                path=call.request.path + (f"?{query}" if query else ""),
-                started=call.started,
-                ended=time.time(),
-                status=status,
-                request=call.body,
-                request_headers=redact_headers(call.request.headers),
-                normalized=call.upstream_body,
-                response=strip_tokens(call.upstream_answer) if call.upstream_answer is not None else None,
-                prompt_ids=tokens.prompt_ids if tokens else [],
-                response_ids=tokens.response_ids if tokens else [],
-                response_logprobs=tokens.response_logprobs if tokens else [],
-                finish_reason=tokens.finish_reason if tokens else None,
-                error=error or None,
-            )
+        record = CaptureRecord(
+            session_id=call.session.id,
+            seq=call.seq,
+            api=call.route.api,
+            path=call.request.path + (f"?{query}" if query else ""),
+            started=call.started,
+            ended=time.time(),
+            status=status,
+            request=call.body,
+            request_bytes=call.request.body if call.body else None,
+            request_headers=redact_headers(call.request.headers),
+            normalized=call.upstream_body,
+            normalized_bytes=call.upstream_bytes,
+            response=strip_tokens(call.upstream_answer) if call.upstream_answer is not None else None,
+            prompt_ids=tokens.prompt_ids if tokens else [],
+            response_ids=tokens.response_ids if tokens else [],
+            response_logprobs=tokens.response_logprobs if tokens else [],
+            finish_reason=tokens.finish_reason if tokens else None,
+            error=error or None,
         )
+        try:
+            self.capture.write(record)
+        except Exception:  # the harness still gets its answer; the loss is logged where an operator sees it
+            log.exception("capture of session %s call %d failed", call.session.id, call.seq)
 
 
 def _completion(

@@ -4,9 +4,11 @@ import random
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from polar_cli.capture import CaptureRecord, CaptureWriter, read_capture_dir, read_session
-from polar_cli.capture.record import Compactor, Expander, common_prefix_len
+from polar_cli.capture.record import Compactor, Expander, byte_delta, common_prefix_len, undo_byte_delta
 from polar_cli.capture.store import session_file
 
 
@@ -46,6 +48,22 @@ def _growing_session(n: int, session: str = "s1") -> list[CaptureRecord]:
     return records
 
 
+@given(st.binary(max_size=300), st.binary(max_size=300), st.binary(max_size=300), st.binary(max_size=50))
+def test_byte_delta_round_trips(head: bytes, tail: bytes, mid_a: bytes, mid_b: bytes) -> None:
+    text = (head + mid_a + tail).decode("utf-8", "replace").encode()
+    base = (head + mid_b + tail).decode("utf-8", "replace").encode()
+    stored = byte_delta(text, base)
+    assert undo_byte_delta(stored, base) == text
+    assert stored["prefix"] + stored["suffix"] <= len(text)
+
+
+def test_byte_delta_never_splits_a_utf8_character() -> None:
+    base = "prefix é suffix".encode()
+    data = "prefix è suffix".encode()  # é and è share their first UTF-8 byte
+    stored = byte_delta(data, base)
+    assert stored["middle"] == "è" and undo_byte_delta(stored, base) == data
+
+
 @pytest.mark.parametrize(
     ("a", "b", "n"), [([], [], 0), ([1, 2, 3], [1, 2], 2), ([1, 2, 3], [1, 9, 3], 1), ([5], [6], 0)]
 )
@@ -56,7 +74,7 @@ def test_common_prefix_len(a: list[int], b: list[int], n: int) -> None:
 def test_common_prefix_len_matches_naive_scan() -> None:
     rng = random.Random(0)
     for _ in range(500):
-        a = [rng.randrange(3) for _ in range(rng.randrange(40))]
+        a = [rng.randrange(3) for _ in range(rng.randrange(5000))]
         b = a[: rng.randrange(len(a) + 1)] + [rng.randrange(3) for _ in range(rng.randrange(10))]
         naive = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
         assert common_prefix_len(a, b) == naive
@@ -70,8 +88,11 @@ def test_compact_then_expand_is_exact_and_stores_history_once() -> None:
     # after the first call only the new suffix of the prompt and the new history tail are stored
     assert lines[5]["prompt_ids"]["base"] == 4
     assert len(lines[5]["prompt_ids"]["suffix"]) == len(records[5].prompt_ids) - len(records[4].prompt_ids)
-    assert lines[5]["request"]["same"] == ["model", "tools", "stream"]
-    assert lines[5]["request"]["extend"]["messages"][0] == 5
+    # the body is stored as the previous call's bytes with only the new turn in the middle
+    stored = lines[5]["request"]
+    assert stored["middle"] == ',{"role":"assistant","content":"turn 4"}'
+    assert stored["prefix"] > 0 and stored["suffix"] > 0
+    assert lines[5]["request_headers"] == "same"
 
 
 def test_interleaved_chains_take_their_prefix_from_their_own_chain() -> None:
