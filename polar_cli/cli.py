@@ -32,6 +32,8 @@ def _register() -> None:
 _COMMANDS = (
     ("proxy", "polar_cli.gateway.command", "proxy"),
     ("merge-traces", "polar_cli.trajectory.command", "merge_traces"),
+    ("evaluate", "polar_cli.swe_command", "evaluate"),
+    ("validate", "polar_cli.swe_command", "validate"),
 )
 
 

@@ -1,0 +1,1 @@
+"""SWE-Gym / SWE-bench instances: manifests, instance images, evaluation in containers, SWE-bench's grading."""

@@ -1,0 +1,161 @@
+"""SWE-bench's grading, as pure functions over a test log.
+
+The rules (SWE-bench ``harness/grading.py``, restated):
+
+- Rule 1, what passes: a test passes if the log reports it PASSED or XFAIL.
+- Rule 2, what fails: a test fails if the log reports it FAILED, ERROR or SKIPPED, or does not mention it.
+- Rule 3, what is kept: a PASS_TO_PASS test is kept if it passes or is reported SKIPPED (a skip is no regression).
+- Rule 4, resolved: every FAIL_TO_PASS test passes and every PASS_TO_PASS test is kept. An empty list counts as
+  satisfied. Some but not all FAIL_TO_PASS passing, with every PASS_TO_PASS kept, is "partial": still unresolved.
+- Rule 5, no verdict from a broken run: a log that carries a failure marker (patch or test patch did not apply,
+  reset failed, tests errored or timed out), or lacks either test-output marker, makes the instance unresolved
+  without looking at any test.
+- Rule 6, where to read: only the text between the markers is parsed; if it yields no test at all, the whole log
+  is parsed (some runners print results outside the markers).
+
+The marker strings are SWE-bench's own, so logs stay readable by SWE-bench tooling.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from polar_cli.swe.logparse import LogParser, TestStatus
+
+APPLY_PATCH_FAIL = ">>>>> Patch Apply Failed"
+APPLY_PATCH_PASS = ">>>>> Applied Patch"
+RESET_FAILED = ">>>>> Reset Failed"
+TESTS_ERROR = ">>>>> Tests Errored"
+TESTS_TIMEOUT = ">>>>> Tests Timed Out"
+START_TEST_OUTPUT = ">>>>> Start Test Output"
+END_TEST_OUTPUT = ">>>>> End Test Output"
+# ours: SWE-bench lets a test patch that does not apply go on to run the tests; we stop there
+TEST_PATCH_FAIL = ">>>>> Test Patch Apply Failed"
+
+_FAILURE_MARKERS = {
+    APPLY_PATCH_FAIL: "the patch did not apply",
+    TEST_PATCH_FAIL: "the test patch did not apply",
+    RESET_FAILED: "resetting the test files failed",
+    TESTS_ERROR: "the tests errored",
+    TESTS_TIMEOUT: "the tests timed out",
+}
+
+_PASSING = (TestStatus.PASSED, TestStatus.XFAIL)
+_FAILING = (TestStatus.FAILED, TestStatus.ERROR, TestStatus.SKIPPED)
+
+
+class ResolvedStatus(StrEnum):
+    FULL = "RESOLVED_FULL"
+    PARTIAL = "RESOLVED_PARTIAL"
+    NO = "RESOLVED_NO"
+
+
+def is_passing(test: str, status_map: Mapping[str, TestStatus]) -> bool:
+    return status_map.get(test) in _PASSING
+
+
+def is_kept(test: str, status_map: Mapping[str, TestStatus]) -> bool:
+    return is_passing(test, status_map) or status_map.get(test) is TestStatus.SKIPPED
+
+
+def is_failing(test: str, status_map: Mapping[str, TestStatus]) -> bool:
+    return test not in status_map or status_map[test] in _FAILING
+
+
+@dataclass(frozen=True, slots=True)
+class Verdicts:
+    """Which FAIL_TO_PASS / PASS_TO_PASS tests succeeded, in manifest order (SWE-bench's ``tests_status``)."""
+
+    fail_to_pass_success: tuple[str, ...]
+    fail_to_pass_failure: tuple[str, ...]
+    pass_to_pass_success: tuple[str, ...]
+    pass_to_pass_failure: tuple[str, ...]
+    # the status each graded test was reported with; None = absent from the log
+    observed: Mapping[str, TestStatus | None]
+
+    def to_swebench(self) -> dict[str, dict[str, list[str]]]:
+        return {
+            "FAIL_TO_PASS": {"success": list(self.fail_to_pass_success), "failure": list(self.fail_to_pass_failure)},
+            "PASS_TO_PASS": {"success": list(self.pass_to_pass_success), "failure": list(self.pass_to_pass_failure)},
+            "FAIL_TO_FAIL": {"success": [], "failure": []},
+            "PASS_TO_FAIL": {"success": [], "failure": []},
+        }
+
+    def per_test(self) -> list[dict[str, Any]]:
+        """One row per graded test: its group, what the log said (``MISSING`` when absent), and the verdict."""
+        rows = []
+        groups = (
+            ("FAIL_TO_PASS", self.fail_to_pass_success, self.fail_to_pass_failure),
+            ("PASS_TO_PASS", self.pass_to_pass_success, self.pass_to_pass_failure),
+        )
+        for group, success, failure in groups:
+            for test, ok in [(t, True) for t in success] + [(t, False) for t in failure]:
+                status = self.observed.get(test)
+                rows.append({"test": test, "group": group, "status": status or "MISSING", "ok": ok})
+        return rows
+
+
+def grade_tests(
+    status_map: Mapping[str, TestStatus], fail_to_pass: Sequence[str], pass_to_pass: Sequence[str]
+) -> Verdicts:
+    """Sort each FAIL_TO_PASS and PASS_TO_PASS test into success or failure (Rules 1-3)."""
+    f2p_success = [t for t in fail_to_pass if is_passing(t, status_map)]
+    f2p_failure = [t for t in fail_to_pass if not is_passing(t, status_map) and is_failing(t, status_map)]
+    p2p_success = [t for t in pass_to_pass if is_kept(t, status_map)]
+    p2p_failure = [t for t in pass_to_pass if not is_kept(t, status_map) and is_failing(t, status_map)]
+    observed = {t: status_map.get(t) for t in (*fail_to_pass, *pass_to_pass)}
+    return Verdicts(tuple(f2p_success), tuple(f2p_failure), tuple(p2p_success), tuple(p2p_failure), observed)
+
+
+def _ratio(success: int, failure: int) -> float:
+    total = success + failure
+    return 1.0 if total == 0 else success / total
+
+
+def resolution(report: Verdicts) -> ResolvedStatus:
+    """Rule 4."""
+    f2p = _ratio(len(report.fail_to_pass_success), len(report.fail_to_pass_failure))
+    p2p = _ratio(len(report.pass_to_pass_success), len(report.pass_to_pass_failure))
+    if f2p == 1 and p2p == 1:
+        return ResolvedStatus.FULL
+    if 0 < f2p < 1 and p2p == 1:
+        return ResolvedStatus.PARTIAL
+    return ResolvedStatus.NO
+
+
+@dataclass(frozen=True, slots=True)
+class Grade:
+    resolved: bool
+    status: ResolvedStatus
+    # None when the run itself was broken (Rule 5): then `reason` says why
+    tests: Verdicts | None
+    reason: str | None = None
+
+
+def read_test_log(log: str, parser: LogParser) -> tuple[dict[str, TestStatus], str | None]:
+    """Rules 5 and 6: the status map, or an empty map and the reason the run gives no verdict."""
+    for marker, reason in _FAILURE_MARKERS.items():
+        if marker in log:
+            return {}, reason
+    if START_TEST_OUTPUT not in log or END_TEST_OUTPUT not in log:
+        return {}, "the test-output markers are missing"
+    between = log.split(START_TEST_OUTPUT, 1)[1].split(END_TEST_OUTPUT, 1)[0]
+    return parser(between) or parser(log), None
+
+
+def grade_log(log: str, fail_to_pass: Sequence[str], pass_to_pass: Sequence[str], parser: LogParser) -> Grade:
+    """Grade one evaluation log exactly as SWE-bench does."""
+    status_map, reason = read_test_log(log, parser)
+    if reason is not None:
+        return Grade(False, ResolvedStatus.NO, None, reason)
+    report = grade_tests(status_map, fail_to_pass, pass_to_pass)
+    status = resolution(report)
+    return Grade(status is ResolvedStatus.FULL, status, report)
+
+
+def unresolved(reason: str) -> Grade:
+    """The grade of a run that never produced a test log (no patch, patch did not apply, timeout)."""
+    return Grade(False, ResolvedStatus.NO, None, reason)

@@ -1,0 +1,193 @@
+"""Test logs to per-test statuses, one parser per test runner, chosen per repository as SWE-bench does.
+
+A parser takes the test output (the text between the eval markers) and returns ``{test id: TestStatus}``. Only
+SWE-bench's five statuses exist: a test pytest reports as XPASS is left out, so grading counts it as absent (failed),
+exactly as SWE-bench's parsers do. When a test appears on several lines (``-v`` progress line, then the ``-rA``
+summary), the last line wins.
+
+pytest ids may contain spaces (``test_slug[Hello World-hello-world]``) and brackets (``test_x[[draft] notes]``).
+SWE-bench's parser keys a test by the first whitespace-separated word after the status, so its datasets name such a
+test ``test_slug[Hello``. We record both the full id and that first-word key, so manifests written either way grade
+the same as under SWE-bench. Neither key can shadow another test: a first-word key never contains a space.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from enum import StrEnum
+
+from polar_cli.errors import ConfigError
+
+
+class TestStatus(StrEnum):
+    __test__ = False  # not a pytest test class, despite the name
+
+    PASSED = "PASSED"
+    FAILED = "FAILED"
+    SKIPPED = "SKIPPED"
+    ERROR = "ERROR"
+    XFAIL = "XFAIL"
+
+
+LogParser = Callable[[str], dict[str, TestStatus]]
+
+_STATUS = "|".join(s.value for s in TestStatus)
+_STATUS_FIRST = re.compile(rf"^({_STATUS})\s+(\S.*)$")
+_TEST_FIRST = re.compile(rf"^(\S+)\s+({_STATUS})(?:\s|$)")
+# a `-v` progress line whose id holds spaces: "path::test[a b] PASSED    [ 50%]"
+_SPACED_TEST_FIRST = re.compile(rf"^(\S+::\S*\[.*?\])\s+({_STATUS})(?:\s|$)")
+# "SKIPPED [3] tests/x.py:12: reason" groups skips by location; it names no test
+_SKIP_GROUP = re.compile(r"^\[\d+\]")
+_MESSAGE_SEP = " - "
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_CONTROL = str.maketrans("", "", "".join(chr(c) for c in range(1, 32) if c != 9))
+
+
+def _summary_node_id(rest: str) -> str:
+    """The node id at the start of a `-rA` summary line's remainder ("id" or "id - message")."""
+    first = rest.split(maxsplit=1)[0]
+    if "[" not in first:
+        return first
+    # A parametrised id may hold spaces and even " - ". pytest prints "<id>" or "<id> - <message>", so the id ends
+    # at a "]" that ends the line or is followed by the separator: the one closing the id's first "[" when the
+    # brackets balance, else (a parameter with a stray bracket) the first such "]".
+    text = rest.rstrip()
+    start = text.index("[")
+    ends = [
+        i + 1
+        for i in range(start, len(text))
+        if text[i] == "]" and (i + 1 == len(text) or text.startswith(_MESSAGE_SEP, i + 1))
+    ]
+    if not ends:
+        return first
+    depth = 0
+    for i in range(start, len(text)):
+        depth += {"[": 1, "]": -1}.get(text[i], 0)
+        if depth == 0 and i + 1 in ends:
+            return text[: i + 1]
+    return text[: ends[0]]
+
+
+def _parse_pytest_line(line: str, status_map: dict[str, TestStatus]) -> None:
+    status_first = _STATUS_FIRST.match(line)
+    if status_first:
+        status, rest = TestStatus(status_first.group(1)), status_first.group(2)
+        if status is TestStatus.SKIPPED and _SKIP_GROUP.match(rest):
+            return
+        test_id = _summary_node_id(rest)
+        status_map[test_id] = status
+        status_map[rest.split(maxsplit=1)[0]] = status  # SWE-bench's key for this line (the same id unless spaced)
+        return
+    spaced = _SPACED_TEST_FIRST.match(line)
+    if spaced and " " in spaced.group(1):
+        status_map[spaced.group(1)] = TestStatus(spaced.group(2))
+        return
+    test_first = _TEST_FIRST.match(line)
+    if test_first:
+        status_map[test_first.group(1)] = TestStatus(test_first.group(2))
+
+
+def parse_log_pytest(log: str) -> dict[str, TestStatus]:
+    """pytest run with ``-rA`` (summary lines) and/or ``-v`` (progress lines)."""
+    status_map: dict[str, TestStatus] = {}
+    for raw in log.split("\n"):
+        _parse_pytest_line(raw.rstrip("\r"), status_map)
+    return status_map
+
+
+def parse_log_pytest_ansi(log: str) -> dict[str, TestStatus]:
+    """pytest output with colour codes and control characters (``--color=yes``, some CI wrappers)."""
+    return parse_log_pytest("\n".join(_ANSI.sub("", line).translate(_CONTROL) for line in log.split("\n")))
+
+
+_OPTION = re.compile(r"^(.*?)\[(.*)\]$")
+
+
+def _normalise_option_id(test_id: str) -> str:
+    # ids parametrised by absolute paths carry a temp dir that differs per run: keep only the last component
+    match = _OPTION.match(test_id)
+    if match is None:
+        return test_id
+    base, option = match.groups()
+    if option.startswith("/") and not option.startswith("//") and "*" not in option:
+        option = "/" + option.split("/")[-1]
+    return f"{base}[{option}]"
+
+
+def parse_log_pytest_options(log: str) -> dict[str, TestStatus]:
+    """pytest output whose parameter ids contain absolute paths (requests, pylint, pydicom in SWE-bench)."""
+    return {_normalise_option_id(test_id): status for test_id, status in parse_log_pytest(log).items()}
+
+
+_UNITTEST_LINE = re.compile(r"^(?P<test>\S.*?) \.\.\. (?P<outcome>.*)$")
+_UNITTEST_HEADER = re.compile(r"^(?P<kind>FAIL|ERROR): (?P<test>.+)$")
+
+
+def _unittest_outcome(outcome: str) -> TestStatus | None:
+    outcome = outcome.strip()
+    if outcome in ("ok", "OK"):
+        return TestStatus.PASSED
+    if outcome.startswith("skipped"):
+        return TestStatus.SKIPPED
+    if outcome == "FAIL":
+        return TestStatus.FAILED
+    if outcome == "ERROR":
+        return TestStatus.ERROR
+    if outcome == "expected failure":
+        return TestStatus.XFAIL
+    return None  # "unexpected success" and output interleaved with the result
+
+
+def parse_log_unittest(log: str) -> dict[str, TestStatus]:
+    """unittest / Django runner with ``-v 2``: "test_x (pkg.mod.Case) ... ok" and "FAIL: test_x (...)" headers."""
+    status_map: dict[str, TestStatus] = {}
+    pending: str | None = None
+    for raw in log.split("\n"):
+        line = raw.rstrip("\r").strip()
+        header = _UNITTEST_HEADER.match(line)
+        if header:
+            kind = TestStatus.FAILED if header.group("kind") == "FAIL" else TestStatus.ERROR
+            status_map[header.group("test")] = kind
+            continue
+        result = _UNITTEST_LINE.match(line)
+        if result:
+            pending = result.group("test")
+            status = _unittest_outcome(result.group("outcome"))
+            if status is not None:
+                status_map[pending] = status
+                pending = None
+        elif pending is not None and line in ("ok", "OK"):
+            # the test wrote output between "..." and its result: the result lands on a line of its own
+            status_map[pending] = TestStatus.PASSED
+            pending = None
+    return status_map
+
+
+PARSERS: Mapping[str, LogParser] = {
+    "pytest": parse_log_pytest,
+    "pytest_ansi": parse_log_pytest_ansi,
+    "pytest_options": parse_log_pytest_options,
+    "unittest": parse_log_unittest,
+}
+
+# Repositories whose tests need another parser than plain pytest (SWE-bench's mapping, by runner). Every other
+# repository, including all of SWE-Gym's, is graded with "pytest".
+REPO_PARSERS: Mapping[str, str] = {
+    "astropy/astropy": "pytest_ansi",
+    "scikit-learn/scikit-learn": "pytest_ansi",
+    "sphinx-doc/sphinx": "pytest_ansi",
+    "psf/requests": "pytest_options",
+    "pylint-dev/pylint": "pytest_options",
+    "pydicom/pydicom": "pytest_options",
+    "django/django": "unittest",
+}
+
+
+def parser_for(repo: str, name: str | None = None) -> LogParser:
+    """The parser named ``name``, else the one registered for ``repo``, else pytest's."""
+    key = name or REPO_PARSERS.get(repo, "pytest")
+    try:
+        return PARSERS[key]
+    except KeyError:
+        raise ConfigError(f"log parser {key!r}: unknown; known: {', '.join(sorted(PARSERS))}") from None

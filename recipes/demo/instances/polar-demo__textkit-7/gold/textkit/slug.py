@@ -1,0 +1,23 @@
+"""URL slugs from free-form titles."""
+
+import re
+import unicodedata
+
+_NON_WORD = re.compile(r"[^a-z0-9]+")
+
+
+def slugify(text, sep="-", max_length=None):
+    """Lower-case ``text`` and join its words with ``sep``.
+
+    Anything that is not a letter or a digit separates words. ``max_length`` caps the
+    length of the result.
+
+    >>> slugify("Hello, World!")
+    'hello-world'
+    """
+    # decompose accented letters so "è" becomes "e" plus a combining accent, which the ASCII encode drops
+    ascii_text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii")
+    slug = _NON_WORD.sub(sep, ascii_text.lower()).strip(sep)
+    if max_length is not None:
+        slug = slug[:max_length]
+    return slug

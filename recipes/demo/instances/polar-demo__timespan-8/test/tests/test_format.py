@@ -1,0 +1,33 @@
+import pytest
+from timespan import format_duration
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (0, "0s"),
+        (45, "45s"),
+        (5400, "1h 30m"),
+        (93784, "1d 2h 3m 4s"),
+    ],
+)
+def test_format(seconds, text):
+    assert format_duration(seconds) == text
+
+
+def test_round_trip():
+    from timespan import parse_duration
+
+    assert parse_duration(format_duration(7384)) == 7384
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (-5, "-5s"),
+        (-90, "-1m 30s"),
+        (-3725, "-1h 2m 5s"),
+    ],
+)
+def test_format_negative(seconds, text):
+    assert format_duration(seconds) == text

@@ -1,0 +1,119 @@
+"""evaluate_instance's control flow on a scripted runtime: what runs, what is skipped, what the verdict says."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pytest
+from swe_fakes import FakeRuntime, marked_log, result
+
+from polar_cli.runtime.base import ExecResult
+from polar_cli.swe.evaluate import EVAL_DIR, EvalJob, EvalOptions, evaluate_instance, evaluate_many, run_job
+from polar_cli.swe.manifest import Instance
+
+INSTANCE = Instance(
+    instance_id="o__r-1",
+    repo="o/r",
+    base_commit="a" * 40,
+    problem_statement="",
+    patch="diff --git a/src.py b/src.py\n--- a/src.py\n+++ b/src.py\n@@ -1 +1 @@\n-a\n+b\n",
+    test_patch="diff --git a/tests/t.py b/tests/t.py\n--- a/tests/t.py\n+++ b/tests/t.py\n@@ -1 +1 @@\n-a\n+b\n",
+    fail_to_pass=("tests/t.py::test_bug",),
+    pass_to_pass=("tests/t.py::test_ok",),
+    test_cmd="pytest -rA",
+)
+OPTIONS = EvalOptions(image="img:1", timeout=60)
+APPLIED = result(">>>>> Applied Patch (git apply --verbose)\n")
+FIXED = result(marked_log("PASSED tests/t.py::test_bug", "PASSED tests/t.py::test_ok"))
+
+
+def responder(**by_script: ExecResult):  # type: ignore[no-untyped-def]
+    def respond(script: str, files: Mapping[str, bytes]) -> ExecResult:
+        return by_script[script.removesuffix(".sh")]
+
+    return respond
+
+
+def test_resolved_runs_apply_then_eval_in_a_fresh_networkless_container() -> None:
+    runtime = FakeRuntime(responder(apply=APPLIED, eval=FIXED))
+    evaluation = evaluate_instance(runtime, INSTANCE, INSTANCE.patch, OPTIONS, "m")
+    assert evaluation.outcome == "resolved" and evaluation.patch_applied
+    (container,) = runtime.containers
+    assert container.execs == ["apply.sh", "eval.sh"] and container.removed
+    assert (runtime.specs[0].image, runtime.specs[0].network, runtime.specs[0].role) == ("img:1", "none", "eval")
+    assert container.files[f"{EVAL_DIR}/model.patch"] == INSTANCE.patch.encode()
+    assert b"pytest -rA tests/t.py" in container.files[f"{EVAL_DIR}/eval.sh"]
+    assert runtime.timeouts[-1] == 60
+
+
+def test_failing_pass_to_pass_is_unresolved_with_per_test_report() -> None:
+    broke = result(marked_log("PASSED tests/t.py::test_bug", "FAILED tests/t.py::test_ok - boom"))
+    evaluation = evaluate_instance(FakeRuntime(responder(apply=APPLIED, eval=broke)), INSTANCE, "x", OPTIONS)
+    assert evaluation.outcome == "unresolved"
+    report = evaluation.to_dict()
+    assert report["tests_status"]["PASS_TO_PASS"] == {"success": [], "failure": ["tests/t.py::test_ok"]}
+    assert report["resolved_status"] == "RESOLVED_NO"
+
+
+def test_patch_that_does_not_apply_skips_the_tests() -> None:
+    runtime = FakeRuntime(responder(apply=result(">>>>> Patch Apply Failed\n", 1)))
+    evaluation = evaluate_instance(runtime, INSTANCE, "garbage", OPTIONS)
+    assert (evaluation.outcome, evaluation.patch_applied) == ("unresolved", False)
+    assert evaluation.grade.reason == "the patch did not apply"
+    assert runtime.containers[0].execs == ["apply.sh"] and runtime.containers[0].removed
+
+
+def test_test_timeout_is_unresolved() -> None:
+    hung = result("PASSED tests/t.py::test_bug\n", None, timed_out=True)
+    runtime = FakeRuntime(responder(apply=APPLIED, eval=hung))
+    evaluation = evaluate_instance(runtime, INSTANCE, INSTANCE.patch, EvalOptions(image="img:1", timeout=5))
+    assert evaluation.outcome == "unresolved"
+    assert evaluation.grade.reason == "the tests timed out after 5 s"
+    assert ">>>>> Tests Timed Out" in evaluation.log
+    assert runtime.containers[0].removed
+
+
+def test_output_without_markers_is_unresolved() -> None:
+    cut = result("PASSED tests/t.py::test_bug\nPASSED tests/t.py::test_ok\n")
+    evaluation = evaluate_instance(FakeRuntime(responder(apply=APPLIED, eval=cut)), INSTANCE, "x", OPTIONS)
+    assert (evaluation.outcome, evaluation.grade.reason) == ("unresolved", "the test-output markers are missing")
+
+
+@pytest.mark.parametrize(("patch", "reason"), [(None, "no patch (model_patch is null)"), ("  \n", "empty patch")])
+def test_missing_or_empty_patch_is_unresolved_without_a_container(patch: str | None, reason: str) -> None:
+    runtime = FakeRuntime(responder())
+    evaluation = evaluate_instance(runtime, INSTANCE, patch, OPTIONS)
+    assert (evaluation.outcome, evaluation.grade.reason, runtime.containers) == ("unresolved", reason, [])
+    assert evaluation.to_dict()["patch_is_None"] is (patch is None)
+
+
+def test_empty_patch_runs_the_tests_when_asked() -> None:
+    before = result(marked_log("FAILED tests/t.py::test_bug", "PASSED tests/t.py::test_ok"))
+    runtime = FakeRuntime(responder(eval=before))
+    options = EvalOptions(image="img:1", run_empty=True)
+    evaluation = evaluate_instance(runtime, INSTANCE, "", options)
+    assert runtime.containers[0].execs == ["eval.sh"]
+    assert evaluation.grade.tests is not None
+    assert evaluation.grade.tests.fail_to_pass_failure == ("tests/t.py::test_bug",)
+
+
+def test_missing_image_is_an_evaluation_error_naming_it() -> None:
+    runtime = FakeRuntime(responder(), images=set())
+    evaluation = run_job(runtime, EvalJob(INSTANCE, INSTANCE.patch, OPTIONS, "m"))
+    assert evaluation.outcome == "error"
+    assert evaluation.reason is not None and "image img:1 is not present and cannot be pulled" in evaluation.reason
+
+
+def test_one_failed_evaluation_does_not_stop_the_batch() -> None:
+    runtime = FakeRuntime(responder(apply=APPLIED, eval=FIXED))
+    jobs = [EvalJob(INSTANCE, INSTANCE.patch, OPTIONS), EvalJob(INSTANCE, INSTANCE.patch, EvalOptions(image="gone:1"))]
+    done: list[str] = []
+    results = evaluate_many(runtime, jobs, workers=2, on_done=lambda e: done.append(e.outcome))
+    assert [r.outcome for r in results] == ["resolved", "error"]
+    assert sorted(done) == ["error", "resolved"]
+
+
+def test_engine_refusing_a_container_is_an_evaluation_error() -> None:
+    runtime = FakeRuntime(responder(), fail_start=True)
+    evaluation = run_job(runtime, EvalJob(INSTANCE, INSTANCE.patch, OPTIONS))
+    assert (evaluation.outcome, evaluation.reason) == ("error", "evaluation failed: engine went away")
