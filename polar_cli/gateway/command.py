@@ -52,6 +52,7 @@ async def serve(
     chat_template_kwargs: dict[str, Any] | None,
     max_tokens_cap: int | None,
     upstream_timeout: float,
+    extra_body: dict[str, Any] | None = None,
     ready: asyncio.Event | None = None,
 ) -> None:
     """Run the gateway until SIGINT/SIGTERM; every capture record is flushed before it returns."""
@@ -59,7 +60,11 @@ async def serve(
     if model is None:
         model = await served_model(client)
     options = UpstreamOptions(
-        engine=engine, model=model, chat_template_kwargs=chat_template_kwargs, max_tokens_cap=max_tokens_cap
+        engine=engine,
+        model=model,
+        chat_template_kwargs=chat_template_kwargs,
+        max_tokens_cap=max_tokens_cap,
+        extra_body=extra_body,
     )
     options = replace(options, engine=await probe_engine(client, options))
     writer = CaptureWriter(capture_dir)
@@ -88,6 +93,15 @@ async def serve(
         writer.close()
 
 
+def _json_object_option(flag: str, text: str | None) -> dict[str, Any] | None:
+    if not text:
+        return None
+    value = orjson.loads(text)
+    if not isinstance(value, dict):
+        raise ConfigError(f"{flag} must be a JSON object")
+    return value
+
+
 def proxy(
     upstream: Annotated[str, typer.Option(help="Base URL of the SGLang or vLLM server, e.g. http://127.0.0.1:30000")],
     capture_dir: Annotated[Path, typer.Option(help="Directory for the per-session capture files")],
@@ -106,6 +120,10 @@ def proxy(
     ] = None,
     max_tokens_cap: Annotated[int | None, typer.Option(help="Upper bound on the max tokens a harness asks for")] = None,
     upstream_timeout: Annotated[float, typer.Option(help="Seconds to wait for one upstream answer")] = 1800.0,
+    upstream_extra: Annotated[
+        str | None,
+        typer.Option(help="JSON of engine fields added to every call, e.g. '{\"repetition_penalty\": 1.05}'"),
+    ] = None,
     log_level: Annotated[str, typer.Option(help="debug | info | warning")] = "info",
 ) -> None:
     """Serve the four provider APIs from an OpenAI-compatible inference server, recording every token."""
@@ -113,9 +131,8 @@ def proxy(
     if engine not in ("sglang", "sglang-legacy", "vllm"):
         raise typer.BadParameter(f"--engine must be sglang, sglang-legacy or vllm, not {engine!r}")
     try:
-        kwargs = orjson.loads(chat_template_kwargs) if chat_template_kwargs else None
-        if kwargs is not None and not isinstance(kwargs, dict):
-            raise ConfigError("--chat-template-kwargs must be a JSON object")
+        kwargs = _json_object_option("--chat-template-kwargs", chat_template_kwargs)
+        extra = _json_object_option("--upstream-extra", upstream_extra)
         sessions = SessionRegistry(allow_unknown=allow_unknown_keys)
         for key, session_id in parse_session_keys(session_key or []):
             sessions.open(session_id, key)
@@ -139,6 +156,7 @@ def proxy(
                 chat_template_kwargs=kwargs,
                 max_tokens_cap=max_tokens_cap,
                 upstream_timeout=upstream_timeout,
+                extra_body=extra,
             )
         )
     except UpstreamError as exc:

@@ -29,6 +29,9 @@ class UpstreamOptions:
     chat_template_kwargs: Mapping[str, Any] | None = None
     # overrides the harness's max tokens when it asks for more (Claude Code asks for 128000)
     max_tokens_cap: int | None = None
+    # engine-specific fields added to every call (repetition_penalty, structured_outputs, logit_bias, ...); they never
+    # replace what the harness asked for nor the token-capture fields
+    extra_body: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +137,9 @@ def chat_body(request: ChatRequest, options: UpstreamOptions, rid: str) -> dict[
         body["chat_template_kwargs"] = kwargs
     if options.engine != "vllm":
         body["rid"] = rid
+    if options.extra_body:
+        for key, value in options.extra_body.items():
+            body.setdefault(key, value)
     return body
 
 

@@ -10,8 +10,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.models import QWEN3_TINY_DIR, SMOLLM2_DIR
-from tests.support.vllm_server import DEFAULT_ARGS, VLLMServer, vllm_fixture
+from tests.support.models import QWEN3_TINY_DIR
+from tests.support.vllm_server import VLLMServer
 
 pytestmark = pytest.mark.integration
 
@@ -25,21 +25,6 @@ WEATHER_TOOL = {
         "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
     },
 }
-
-smollm2 = vllm_fixture(SMOLLM2_DIR, "smollm2", scope="function")
-qwen3_tiny = vllm_fixture(
-    QWEN3_TINY_DIR,
-    "qwen3-tiny",
-    extra_args=(
-        *DEFAULT_ARGS,
-        "--enable-auto-tool-choice",
-        "--tool-call-parser",
-        "hermes",
-        "--reasoning-parser",
-        "qwen3",
-    ),
-    scope="function",
-)
 
 
 def chat_and_tokenize(server: VLLMServer, body: dict[str, Any]) -> tuple[dict[str, Any], list[int]]:
