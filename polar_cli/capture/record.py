@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from array import array
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -49,9 +49,9 @@ class CaptureRecord:
     started: float
     ended: float
     status: CaptureStatus
-    request: dict[str, Any]
+    request: Mapping[str, Any]
     request_headers: dict[str, str] = field(default_factory=dict)
-    normalized: dict[str, Any] | None = None
+    normalized: Mapping[str, Any] | None = None
     response: dict[str, Any] | None = None
     prompt_ids: list[int] = field(default_factory=list)
     response_ids: list[int] = field(default_factory=list)
@@ -140,10 +140,45 @@ def undo_byte_delta(stored: dict[str, Any], base: bytes) -> bytes:
     return base[:prefix] + middle.encode("utf-8") + tail
 
 
-def _body_bytes(obj: dict[str, Any] | None, raw: bytes | None) -> bytes | None:
+class JsonBody(Mapping[str, Any]):
+    """A JSON object kept as its bytes and parsed on first use.
+
+    Readers hand these out for the request bodies: rebuilding a body's bytes is a memcpy, parsing it is not, and most
+    readers (the trajectory builders) look at the bodies of few records of a session.
+    """
+
+    __slots__ = ("_parsed", "raw")
+
+    def __init__(self, raw: bytes) -> None:
+        self.raw = raw
+        self._parsed: dict[str, Any] | None = None
+
+    def _dict(self) -> dict[str, Any]:
+        if self._parsed is None:
+            self._parsed = orjson.loads(self.raw)
+        return self._parsed
+
+    def __getitem__(self, key: str) -> Any:
+        return self._dict()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._dict())
+
+    def __len__(self) -> int:
+        return len(self._dict())
+
+    def __repr__(self) -> str:
+        return f"JsonBody({len(self.raw)} bytes)"
+
+
+def _body_bytes(obj: Mapping[str, Any] | None, raw: bytes | None) -> bytes | None:
     if obj is None:
         return None
-    return raw if raw is not None else orjson.dumps(obj)
+    if raw is not None:
+        return raw
+    if isinstance(obj, JsonBody):
+        return obj.raw
+    return orjson.dumps(obj)
 
 
 def _store_body(data: bytes | None, base: bytes | None) -> dict[str, Any] | None:
@@ -154,11 +189,11 @@ def _store_body(data: bytes | None, base: bytes | None) -> dict[str, Any] | None
     return byte_delta(data, base)
 
 
-def _load_body(stored: dict[str, Any] | None, base: bytes | None) -> tuple[dict[str, Any] | None, bytes | None]:
+def _load_body(stored: dict[str, Any] | None, base: bytes | None) -> tuple[JsonBody | None, bytes | None]:
     if stored is None:
         return None, None
     data = undo_byte_delta(stored, base or b"")
-    return orjson.loads(data), data
+    return JsonBody(data), data
 
 
 def _as_bytes(ids: list[int]) -> bytes:
