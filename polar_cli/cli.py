@@ -34,6 +34,8 @@ _COMMANDS = (
     ("merge-traces", "polar_cli.trajectory.command", "merge_traces"),
     ("evaluate", "polar_cli.swe_command", "evaluate"),
     ("validate", "polar_cli.swe_command", "validate"),
+    ("run", "polar_cli.run_command", "run"),
+    ("images", "polar_cli.images_command", "images"),
 )
 
 

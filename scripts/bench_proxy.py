@@ -115,6 +115,16 @@ async def run_stub(port: int) -> None:
     from polar_cli.wire.http11 import NEED_DATA, Limits, RequestParser, encode_response
 
     reply = encode_response(200, stub_answer())
+    # a streaming client of the stub (another proxy under comparison) gets the same answer as OpenAI chunks
+    chunk = {"id": "stub", "object": "chat.completion.chunk", "created": 0, "model": "stub"}
+    frames = [
+        {**chunk, "choices": [{"index": 0, "delta": {"role": "assistant", "content": "word " * (SAMPLED_IDS - 1)}}]},
+        {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+        {**chunk, "choices": [], "usage": {"prompt_tokens": PROMPT_IDS, "completion_tokens": SAMPLED_IDS,
+                                          "total_tokens": PROMPT_IDS + SAMPLED_IDS}},
+    ]  # fmt: skip
+    sse = b"".join(b"data: " + orjson.dumps(f) + b"\n\n" for f in frames) + b"data: [DONE]\n\n"
+    stream_reply = encode_response(200, sse, "text/event-stream")
     models = encode_response(200, b'{"object":"list","data":[{"id":"stub","object":"model"}]}')
 
     class Stub(asyncio.Protocol):
@@ -125,7 +135,12 @@ async def run_stub(port: int) -> None:
         def data_received(self, data: bytes) -> None:
             self.p.receive_data(data)
             while (event := self.p.next_event()) is not NEED_DATA:
-                self.t.write(models if event.path == "/v1/models" else reply)  # type: ignore[union-attr,attr-defined]
+                if event.path.endswith("/models"):  # type: ignore[union-attr]
+                    self.t.write(models)  # type: ignore[attr-defined]
+                elif b'"stream":true' in event.body.replace(b" ", b""):  # type: ignore[union-attr]
+                    self.t.write(stream_reply)  # type: ignore[attr-defined]
+                else:
+                    self.t.write(reply)  # type: ignore[attr-defined]
 
     server = await asyncio.get_running_loop().create_server(Stub, "127.0.0.1", port, backlog=1024)
     async with server:
@@ -159,14 +174,14 @@ def http_post(path: str, body: bytes, key: str, port: int) -> bytes:
     return head.encode() + body
 
 
-async def throughput(port: int, path: str, body: bytes, conns: int, seconds: float) -> float:
+async def throughput(port: int, path: str, body: bytes, conns: int, seconds: float, key: str | None = None) -> float:
     done = 0
     deadline = time.perf_counter() + seconds
 
     async def worker(i: int) -> None:
         nonlocal done
         reader, writer = await asyncio.open_connection("127.0.0.1", port, limit=1 << 22)
-        data = http_post(path, body, f"sk-bench-{i}", port)
+        data = http_post(path, body, key or f"sk-bench-{i}", port)
         while time.perf_counter() < deadline:
             await one_request(reader, writer, data)
             done += 1
@@ -177,9 +192,9 @@ async def throughput(port: int, path: str, body: bytes, conns: int, seconds: flo
     return done / (time.perf_counter() - start)
 
 
-async def latencies(port: int, path: str, body: bytes, n: int) -> list[float]:
+async def latencies(port: int, path: str, body: bytes, n: int, key: str = "sk-bench-latency") -> list[float]:
     reader, writer = await asyncio.open_connection("127.0.0.1", port, limit=1 << 22)
-    data = http_post(path, body, "sk-bench-latency", port)
+    data = http_post(path, body, key, port)
     out = []
     for _ in range(n):
         t = time.perf_counter()
@@ -224,7 +239,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--latency-requests", type=int, default=2000)
-    ap.add_argument("--litellm", action="store_true", help="also measure a LiteLLM proxy (1 worker) if installed")
+    ap.add_argument(
+        "--litellm", nargs="?", const="litellm", help="also measure a LiteLLM proxy (1 worker): its executable"
+    )
     ap.add_argument("--stub", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.stub:
@@ -276,9 +293,15 @@ def main() -> None:
             "polar_added_p99_ms": round(added99, 3),
             "polar_rss_mb_after_256_sessions": round(rss, 1),
         }
-        if args.litellm:
-            results.update(bench_litellm(stub_port, body, args))
         print(json.dumps(results, indent=2))
+        if args.litellm:
+            try:
+                litellm = bench_litellm(stub_port, body, args)
+            except Exception as exc:  # the comparison is optional; Polar's figures are already printed
+                litellm = {"litellm": f"failed: {exc}"}
+            print(json.dumps(litellm, indent=2))
+            if "litellm_rps_16conn" in litellm:
+                print(f"ratio polar/litellm: {rps / float(litellm['litellm_rps_16conn']):.1f}x throughput")
         for name, ok in (
             ("rps >= 1000", rps >= 1000),
             ("added p50 <= 1.5 ms", added50 <= 1.5),
@@ -292,10 +315,13 @@ def main() -> None:
         shutil.rmtree(capture, ignore_errors=True)
 
 
+LITELLM_KEY = "sk-bench-litellm-master-key"
+
+
 def bench_litellm(stub_port: int, body: bytes, args: argparse.Namespace) -> dict[str, float | str]:
-    exe = shutil.which("litellm")
+    exe = shutil.which(args.litellm)
     if exe is None:
-        return {"litellm": "not installed"}
+        return {"litellm": f"{args.litellm} not found"}
     port = free_port()
     config = Path(tempfile.mkdtemp()) / "litellm.yaml"
     config.write_text(
@@ -304,13 +330,14 @@ def bench_litellm(stub_port: int, body: bytes, args: argparse.Namespace) -> dict
     )
     proc = subprocess.Popen(
         [exe, "--config", str(config), "--port", str(port), "--num_workers", "1"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "LITELLM_LOG": "ERROR"},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env={**os.environ, "LITELLM_LOG": "ERROR", "LITELLM_MASTER_KEY": LITELLM_KEY},
     )  # fmt: skip
     try:
         wait_port(port, 120)
-        asyncio.run(throughput(port, "/v1/messages", body, 16, 1.0))
-        rps = asyncio.run(throughput(port, "/v1/messages", body, 16, args.seconds))
-        lat = asyncio.run(latencies(port, "/v1/messages", body, min(500, args.latency_requests)))
+        asyncio.run(throughput(port, "/v1/messages", body, 16, 1.0, LITELLM_KEY))
+        rps = asyncio.run(throughput(port, "/v1/messages", body, 16, args.seconds, LITELLM_KEY))
+        lat = asyncio.run(latencies(port, "/v1/messages", body, min(500, args.latency_requests), LITELLM_KEY))
         return {"litellm_rps_16conn": round(rps, 1), "litellm_p50_ms": round(pct(lat, 50), 3)}
     finally:
         proc.terminate()

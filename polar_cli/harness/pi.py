@@ -1,0 +1,68 @@
+"""Pi (pi-coding-agent 0.73.1): a provider in ~/.pi/agent/models.json; any of four APIs, OpenAI Chat by default."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from polar_cli.harness.base import HOME, HarnessAdapter, Launch, Wiring, base_env, json_file, node_argv
+
+NAME = "pi"
+BUNDLE = f"/opt/polar/harness/{NAME}"
+KEY_ENV = "POLAR_SESSION_KEY"
+DEFAULT_MODEL = "polar-model"
+PiApi = Literal["openai-completions", "openai-responses", "anthropic-messages", "google-generative-ai"]
+# where each API's client appends its own path
+API_SUFFIX: dict[str, str] = {
+    "openai-completions": "/v1",
+    "openai-responses": "/v1",
+    "anthropic-messages": "",
+    "google-generative-ai": "/v1beta",
+}
+
+
+def models_json(wiring: Wiring, api: PiApi) -> dict[str, object]:
+    base_url = wiring.gateway_url.rstrip("/") + API_SUFFIX[api]
+    # apiKey names an environment variable, so the key never sits in a file
+    model = {"id": wiring.model or DEFAULT_MODEL, "reasoning": False}
+    return {"providers": {"polar": {"baseUrl": base_url, "api": api, "apiKey": KEY_ENV, "models": [model]}}}
+
+
+def needs_stdin(instruction: str) -> bool:
+    # Pi's parser reads an argument starting with "-" as an option and "@" as a file to attach; stdin it reads as-is
+    # (only surrounding whitespace trimmed), so such an instruction goes there
+    return instruction.startswith(("-", "@"))
+
+
+def adapter_for(api: PiApi) -> HarnessAdapter:
+    """Pi speaking one of its four APIs to the gateway."""
+
+    def build(instruction: str, wiring: Wiring, workdir: str) -> Launch:
+        env = {**base_env(wiring), KEY_ENV: wiring.session_key, "PI_OFFLINE": "1"}
+        argv = [
+            *node_argv(BUNDLE, "pi"),
+            "--offline",
+            "--provider",
+            "polar",
+            "--model",
+            wiring.model or DEFAULT_MODEL,
+            "-p",
+        ]
+        stdin = None
+        if needs_stdin(instruction):
+            stdin = instruction.encode()
+        else:
+            argv.append(instruction)
+        return Launch(
+            argv=tuple(argv),
+            env=env,
+            files={f"{HOME}/.pi/agent/models.json": json_file(models_json(wiring, api))},
+            workdir=workdir,
+            artifacts=(f"{HOME}/.pi/agent/sessions",),
+            droppings=(".pi",),
+            stdin=stdin,
+        )
+
+    return HarnessAdapter(name=NAME, package="@mariozechner/pi-coding-agent", shell_tool="bash", build=build)
+
+
+ADAPTER = adapter_for("openai-completions")

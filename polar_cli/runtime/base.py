@@ -1,0 +1,88 @@
+"""The runtime seam: what the rest of Polar needs from a container, whatever runs it.
+
+`runtime.docker.DockerRuntime` implements it on the docker SDK. Callers (harness adapters, the SWE evaluator, the
+gateway node) only see these types, so tests can use a fake and a later Kubernetes or Ray runtime fits the same seam.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from polar_cli.errors import PolarError
+
+# Every container Polar creates carries MANAGED_LABEL=1; OWNER_LABEL names the process that must remove it.
+MANAGED_LABEL = "polar.managed"
+ROLE_LABEL = "polar.role"
+OWNER_LABEL = "polar.owner"
+
+
+class RuntimeFailure(PolarError):
+    """The container engine is missing, refused an operation, or an image cannot be built."""
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerSpec:
+    image: str
+    # what the container is for, e.g. "session", "eval"; becomes a label and part of the name
+    role: str = "session"
+    env: Mapping[str, str] = field(default_factory=dict)
+    # containers whose volumes are mounted read-only here (harness bundles)
+    volumes_from: Sequence[str] = ()
+    # "host" so a harness reaches the gateway on 127.0.0.1; real deployments set a bridge network and a gateway URL
+    network: str = "host"
+    cpus: float | None = None
+    memory_bytes: int | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+    workdir: str = "/testbed"
+
+
+@dataclass(frozen=True, slots=True)
+class ExecResult:
+    exit_code: int | None  # None when killed at the timeout
+    output: bytes  # stdout and stderr interleaved, cut at the output cap
+    timed_out: bool
+    truncated: bool
+    seconds: float
+
+
+class Container(Protocol):
+    id: str
+
+    def exec(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float,
+        env: Mapping[str, str] | None = None,
+        workdir: str | None = None,
+        stdin: bytes | None = None,
+        output_cap: int = 8 * 1024 * 1024,
+    ) -> ExecResult:
+        """Run argv (no shell unless argv asks for one) and wait; kill the process tree at the timeout."""
+        ...
+
+    def put_files(self, files: Mapping[str, bytes], mode: int = 0o644) -> None:
+        """Write files at absolute paths, creating parent directories."""
+        ...
+
+    def get_file(self, path: str) -> bytes:
+        """Read one file; raises FileNotFoundError when absent."""
+        ...
+
+    def remove(self) -> None:
+        """Kill and remove; safe to call twice."""
+        ...
+
+
+class Runtime(Protocol):
+    def start(self, spec: ContainerSpec) -> Container:
+        """Create and start a container that stays up (its main process sleeps) until removed."""
+        ...
+
+    def image_exists(self, image: str) -> bool: ...
+
+    def sweep(self) -> int:
+        """Remove containers this runtime's label marks as Polar's and whose owner process is gone; returns how many."""
+        ...

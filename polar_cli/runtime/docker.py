@@ -1,0 +1,289 @@
+"""`Runtime` on the docker SDK: labelled containers that are always removed, exec with a deadline and an output cap.
+
+Ownership: every container carries `polar.owner=<host>:<pid>:<process start time>`. A runtime removes its own
+containers on `close()` (also registered with atexit, so Ctrl-C and uncaught exceptions clean up), and `sweep()` removes
+containers whose owner process on this host is gone (a crash or SIGKILL). Bundle data containers (`polar.role=bundle`)
+are long-lived and never swept.
+
+Exec: argv runs under `setsid` in its own process group, stdin from a file (never a terminal); output is read from
+the raw exec connection with socket timeouts against the deadline; at the deadline the group and its descendants are
+SIGKILLed from a second exec (see `execution`).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import io
+import os
+import secrets
+import socket
+import tarfile
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import PurePosixPath
+from typing import Any
+
+from polar_cli.runtime.base import (
+    MANAGED_LABEL,
+    OWNER_LABEL,
+    ROLE_LABEL,
+    ContainerSpec,
+    ExecResult,
+    RuntimeFailure,
+)
+from polar_cli.runtime.execution import CappedBuffer, FrameDecoder, kill_argv, wrapped_argv
+
+# How long an exec may keep streaming after its process group was killed (a stuck mount, a zombie) before we give up.
+KILL_GRACE = 5.0
+EXEC_DIR = "/tmp/.polar-exec"
+
+
+def connect(timeout: float = 120.0) -> Any:
+    """A docker client that has answered a ping, or a RuntimeFailure saying how to get an engine."""
+    import docker
+    import docker.errors
+
+    try:
+        client = docker.from_env(timeout=timeout)
+        client.ping()
+    except (docker.errors.DockerException, OSError) as exc:
+        where = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+        raise RuntimeFailure(
+            f"no Docker engine answers at {where} ({exc}); run scripts/setup-docker to install and start one"
+        ) from exc
+    return client
+
+
+def process_start_time(pid: int) -> str | None:
+    """Field 22 of /proc/<pid>/stat (boot-relative start time): tells a live owner from a reused pid."""
+    try:
+        stat = open(f"/proc/{pid}/stat", "rb").read().decode(errors="replace")  # noqa: SIM115
+    except OSError:
+        return None
+    # comm (field 2) may hold spaces and parentheses: split after its closing one
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def owner_token(pid: int | None = None) -> str:
+    pid = os.getpid() if pid is None else pid
+    return f"{socket.gethostname()}:{pid}:{process_start_time(pid) or '?'}"
+
+
+def owner_alive(token: str, hostname: str | None = None) -> bool:
+    """Whether the process a container's owner label names still runs; other hosts' owners are assumed alive."""
+    host, _, rest = token.partition(":")
+    pid_text, _, started = rest.partition(":")
+    if host != (hostname or socket.gethostname()) or not pid_text.isdigit():
+        return True
+    current = process_start_time(int(pid_text))
+    return current is not None and (started == "?" or current == started)
+
+
+class DockerContainer:
+    """One running container; see `base.Container` for the contract."""
+
+    def __init__(self, runtime: DockerRuntime, container_id: str, name: str) -> None:
+        self.id = container_id
+        self.name = name
+        self._runtime = runtime
+        self._api = runtime.client.api
+
+    def exec(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float,
+        env: Mapping[str, str] | None = None,
+        workdir: str | None = None,
+        stdin: bytes | None = None,
+        output_cap: int = 8 * 1024 * 1024,
+    ) -> ExecResult:
+        start = time.monotonic()
+        token = secrets.token_hex(6)
+        pidfile = f"{EXEC_DIR}/{token}.pid"
+        stdin_path = "/dev/null"
+        files = {pidfile: b""}
+        if stdin is not None:
+            stdin_path = f"{EXEC_DIR}/{token}.stdin"
+            files[stdin_path] = stdin
+        self.put_files(files, mode=0o600)
+        exec_id = self._api.exec_create(
+            self.id,
+            wrapped_argv(argv, pidfile, stdin_path),
+            environment=dict(env or {}),
+            workdir=workdir,
+        )["Id"]
+        sock = self._api.exec_start(exec_id, socket=True)
+        raw = getattr(sock, "_sock", sock)
+        output = CappedBuffer(output_cap)
+        deadline = start + timeout
+        timed_out = not _pump(raw, output, deadline)
+        if timed_out:
+            self._kill(pidfile)
+            _pump(raw, output, time.monotonic() + self._runtime.kill_grace)
+        with contextlib.suppress(OSError):
+            raw.close()
+        exit_code = None if timed_out else self._exit_code(exec_id)
+        return ExecResult(exit_code, output.value(), timed_out, output.truncated, time.monotonic() - start)
+
+    def _kill(self, pidfile: str) -> None:
+        exec_id = self._api.exec_create(self.id, kill_argv(pidfile))["Id"]
+        self._api.exec_start(exec_id)
+
+    def _exit_code(self, exec_id: str) -> int | None:
+        # the stream can end a moment before the engine records the exit
+        for _ in range(100):
+            info = self._api.exec_inspect(exec_id)
+            if not info.get("Running"):
+                code = info.get("ExitCode")
+                return int(code) if code is not None else None
+            time.sleep(0.02)
+        return None
+
+    def put_files(self, files: Mapping[str, bytes], mode: int = 0o644) -> None:
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            for path, data in files.items():
+                if not path.startswith("/"):
+                    raise ValueError(f"put_files: {path!r} is not an absolute path")
+                info = tarfile.TarInfo(path.lstrip("/"))
+                info.size = len(data)
+                info.mode = mode
+                info.mtime = int(time.time())
+                tar.addfile(info, io.BytesIO(data))
+        if not self._api.put_archive(self.id, "/", buf.getvalue()):
+            raise RuntimeFailure(f"writing {len(files)} file(s) into {self.name} failed")
+
+    def get_file(self, path: str) -> bytes:
+        import docker.errors
+
+        try:
+            stream, _stat = self._api.get_archive(self.id, path)
+        except docker.errors.NotFound as exc:
+            raise FileNotFoundError(path) from exc
+        with tarfile.open(fileobj=io.BytesIO(b"".join(stream)), mode="r:") as tar:
+            member = tar.getmember(PurePosixPath(path).name)
+            fh = tar.extractfile(member)
+            if fh is None:
+                raise IsADirectoryError(path)
+            return fh.read()
+
+    def remove(self) -> None:
+        self._runtime.remove(self.id)
+
+
+def _pump(sock: Any, output: CappedBuffer, deadline: float) -> bool:
+    """Read frames into output until EOF (True) or the deadline (False)."""
+    decoder = FrameDecoder()
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        sock.settimeout(min(left, 1.0))
+        try:
+            chunk = sock.recv(65536)
+        except TimeoutError:
+            continue
+        except OSError:
+            return True  # the engine closed the connection: the process is gone
+        if not chunk:
+            return True
+        for payload in decoder.feed(chunk):
+            output.add(payload)
+
+
+class DockerRuntime:
+    """Starts containers on a docker engine; removes every one of them on `close()` or at interpreter exit."""
+
+    def __init__(self, client: Any | None = None, *, kill_grace: float = KILL_GRACE) -> None:
+        self.client = client if client is not None else connect()
+        self.owner = owner_token()
+        self.kill_grace = kill_grace
+        self._live: dict[str, str] = {}
+        self._lock = threading.Lock()
+        atexit.register(self.close)
+
+    def start(self, spec: ContainerSpec) -> DockerContainer:
+        import docker.errors
+
+        name = f"polar-{spec.role}-{secrets.token_hex(5)}"
+        labels = {**spec.labels, MANAGED_LABEL: "1", ROLE_LABEL: spec.role, OWNER_LABEL: self.owner}
+        host_config = self.client.api.create_host_config(
+            network_mode=spec.network,
+            volumes_from=[f"{c}:ro" for c in spec.volumes_from],
+            nano_cpus=int(spec.cpus * 1e9) if spec.cpus else None,
+            mem_limit=spec.memory_bytes,
+            init=True,  # reaps the zombies a killed harness leaves behind
+        )
+        try:
+            created = self.client.api.create_container(
+                spec.image,
+                # the main process only keeps the container up; work happens in execs
+                entrypoint=["sleep"],
+                command=["infinity"],
+                environment=dict(spec.env),
+                labels=labels,
+                name=name,
+                working_dir=spec.workdir,
+                host_config=host_config,
+            )
+        except docker.errors.ImageNotFound as exc:
+            raise RuntimeFailure(f"image {spec.image} is not present (polar images build ...)") from exc
+        except docker.errors.APIError as exc:
+            raise RuntimeFailure(f"creating a container from {spec.image}: {exc.explanation or exc}") from exc
+        container_id = str(created["Id"])
+        with self._lock:
+            self._live[container_id] = name
+        try:
+            self.client.api.start(container_id)
+        except docker.errors.APIError as exc:
+            self.remove(container_id)
+            raise RuntimeFailure(f"starting {name} from {spec.image}: {exc.explanation or exc}") from exc
+        return DockerContainer(self, container_id, name)
+
+    def remove(self, container_id: str) -> None:
+        import docker.errors
+
+        try:
+            self.client.api.remove_container(container_id, force=True, v=True)
+        except docker.errors.APIError as exc:
+            # 404: already gone; 409: a removal is already in progress
+            if not isinstance(exc, docker.errors.NotFound) and exc.status_code not in (404, 409):
+                raise RuntimeFailure(f"removing container {container_id[:12]}: {exc}") from exc
+        with self._lock:
+            self._live.pop(container_id, None)
+
+    def image_exists(self, image: str) -> bool:
+        from polar_cli.runtime.images import image_exists
+
+        return image_exists(self.client, image)
+
+    def sweep(self) -> int:
+        removed = 0
+        for c in self.client.api.containers(all=True, filters={"label": f"{MANAGED_LABEL}=1"}):
+            labels = c.get("Labels") or {}
+            owner = labels.get(OWNER_LABEL)
+            if labels.get(ROLE_LABEL) == "bundle" or owner is None or owner_alive(owner):
+                continue
+            self.remove(c["Id"])
+            removed += 1
+        return removed
+
+    def live(self) -> list[str]:
+        with self._lock:
+            return list(self._live)
+
+    def close(self) -> None:
+        """Remove every container this runtime started and has not removed yet."""
+        for container_id in self.live():
+            with contextlib.suppress(Exception):
+                self.remove(container_id)
+
+    def __enter__(self) -> DockerRuntime:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+        atexit.unregister(self.close)

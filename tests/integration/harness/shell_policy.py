@@ -1,0 +1,79 @@
+"""A scripted model that drives a real harness through one shell-tool round trip, on the SGLang test double.
+
+The policy reads the tool definitions the harness sent (already normalised to OpenAI Chat by the gateway): while no
+tool result is in the conversation it calls the harness's own shell tool (Bash, exec_command, run_shell_command or
+bash, whichever is offered) with a given command; once a tool result is there it answers with a final message.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+from tests.support.sglang_double import Reply, SGLangDouble, ToolCallReply
+
+CHAT_PATH = "/v1/chat/completions"
+# every harness's shell tool, by the name it gives it
+SHELL_TOOLS = ("Bash", "exec_command", "run_shell_command", "bash")
+# the argument that carries the command line, by preference
+COMMAND_ARGS = ("command", "cmd")
+FINAL_MESSAGE = "done"
+
+
+def offered_tools(body: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Function tools of a chat request, by name."""
+    out = {}
+    for tool in body.get("tools") or []:
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if isinstance(function, dict) and isinstance(function.get("name"), str):
+            out[function["name"]] = function
+    return out
+
+
+def shell_arguments(function: dict[str, Any], command: str) -> dict[str, Any]:
+    """Arguments for a shell tool: the command under the name its schema uses, other required strings filled."""
+    schema = function.get("parameters") or {}
+    properties = schema.get("properties") or {}
+    key = next((k for k in COMMAND_ARGS if k in properties), None)
+    if key is None:
+        raise AssertionError(f"shell tool {function.get('name')} takes none of {COMMAND_ARGS}: {sorted(properties)}")
+    args: dict[str, Any] = {key: command}
+    for name in schema.get("required") or []:
+        if name not in args and (properties.get(name) or {}).get("type") == "string":
+            args[name] = "polar test step"
+    return args
+
+
+def has_tool_result(body: dict[str, Any]) -> bool:
+    return any(isinstance(m, dict) and m.get("role") == "tool" for m in body.get("messages") or [])
+
+
+def shell_policy(body: dict[str, Any], command: str) -> Reply:
+    """The next scripted turn for one request."""
+    tools = offered_tools(body)
+    shell = next((name for name in SHELL_TOOLS if name in tools), None)
+    if shell is None or has_tool_result(body):
+        return Reply(FINAL_MESSAGE)
+    return Reply(tool_calls=(ToolCallReply(shell, shell_arguments(tools[shell], command)),))
+
+
+class ShellToolDouble(SGLangDouble):
+    """The SGLang double, answering each chat call with `shell_policy` (one call at a time)."""
+
+    def __init__(self, command: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.command = command
+        self._policy_lock = threading.Lock()
+
+    def handle_post(self, path: str, raw: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
+        if path != CHAT_PATH:
+            return super().handle_post(path, raw, headers)
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            return super().handle_post(path, raw, headers)
+        with self._policy_lock:
+            if isinstance(body, dict):
+                self.add(shell_policy(body, self.command))
+            return super().handle_post(path, raw, headers)

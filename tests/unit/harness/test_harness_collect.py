@@ -1,0 +1,114 @@
+"""The patch and artifact scripts, run with this host's sh, git and tar on scratch repositories."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from polar_cli.harness.collect import ARTIFACTS_SCRIPT, BASE_SCRIPT, PATCH_SCRIPT, exclude_pathspecs
+
+GIT_ENV = {"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1", "PATH": "/usr/bin:/bin", "HOME": "/tmp"}
+
+
+def sh(script: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["/bin/sh", "-c", script, "test", *args], capture_output=True, text=True, env=GIT_ENV)
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=True, env=GIT_ENV
+    ).stdout
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    repo = tmp_path / "testbed"
+    repo.mkdir()
+    (repo / "keep.py").write_text("a = 1\n")
+    (repo / "gone.py").write_text("b = 2\n")
+    (repo / ".gitignore").write_text("*.log\n")
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base")
+    return repo
+
+
+def base_of(repo: Path) -> str:
+    result = sh(BASE_SCRIPT, str(repo))
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+def patch_of(repo: Path, base: str, droppings: list[str], tmp_path: Path) -> str:
+    out = tmp_path / "patch.diff"
+    result = sh(PATCH_SCRIPT, str(repo), base, str(out), *exclude_pathspecs(droppings))
+    assert result.returncode == 0, result.stderr
+    return out.read_text()
+
+
+def test_patch_has_edits_new_files_deletions_and_binaries_but_no_droppings(repo: Path, tmp_path: Path) -> None:
+    base = base_of(repo)
+    assert base == git(repo, "rev-parse", "HEAD").strip()
+    (repo / "keep.py").write_text("a = 2\n")
+    (repo / "gone.py").unlink()
+    (repo / "new dir").mkdir()
+    (repo / "new dir" / "ünï.py").write_text("c = 3\n")
+    (repo / "blob.bin").write_bytes(b"\x00\x01\x02\xff")
+    (repo / ".claude").mkdir()
+    (repo / ".claude" / "settings.local.json").write_text("{}")
+    (repo / "debug.log").write_text("ignored by the repo\n")
+    status_before = git(repo, "status", "--porcelain")
+
+    patch = patch_of(repo, base, [".claude"], tmp_path)
+
+    assert "+a = 2" in patch and "-a = 1" in patch
+    assert "deleted file mode" in patch and "gone.py" in patch
+    assert "+c = 3" in patch and "new dir/ünï.py" in patch
+    assert "GIT binary patch" in patch
+    assert ".claude" not in patch and "debug.log" not in patch
+    # the repository's own index is untouched
+    assert git(repo, "status", "--porcelain") == status_before
+
+
+def test_patch_applies_back_onto_the_base(repo: Path, tmp_path: Path) -> None:
+    base = base_of(repo)
+    (repo / "keep.py").write_text("a = 42\n")
+    (repo / "added.txt").write_text("new\n")
+    patch = patch_of(repo, base, [], tmp_path)
+    git(repo, "stash", "-u", "-q")
+    (tmp_path / "p.diff").write_text(patch)
+    git(repo, "apply", str(tmp_path / "p.diff"))
+    assert (repo / "keep.py").read_text() == "a = 42\n" and (repo / "added.txt").read_text() == "new\n"
+
+
+def test_unchanged_tree_gives_an_empty_patch(repo: Path, tmp_path: Path) -> None:
+    assert patch_of(repo, base_of(repo), [], tmp_path) == ""
+
+
+def test_a_plain_directory_becomes_a_repository(tmp_path: Path) -> None:
+    work = tmp_path / "plain"
+    work.mkdir()
+    (work / "f.txt").write_text("before\n")
+    base = base_of(work)
+    assert len(base) == 40
+    (work / "f.txt").write_text("after\n")
+    patch = patch_of(work, base, [], tmp_path)
+    assert "-before" in patch and "+after" in patch
+    # a missing workdir is created, with an empty first commit
+    assert len(base_of(tmp_path / "absent" / "testbed")) == 40
+
+
+def test_artifacts_archive_only_what_exists(tmp_path: Path) -> None:
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "a.jsonl").write_text("{}\n")
+    out = tmp_path / "art.tar"
+    result = sh(ARTIFACTS_SCRIPT, str(out), str(tmp_path / "logs"), str(tmp_path / "missing"))
+    assert result.returncode == 0, result.stderr
+    names = subprocess.run(["tar", "-tf", str(out)], capture_output=True, text=True, check=True).stdout.split()
+    relative = str(tmp_path / "logs").lstrip("/")
+    assert f"{relative}/a.jsonl" in names and not any("missing" in n for n in names)
+    out.unlink()
+    assert sh(ARTIFACTS_SCRIPT, str(out), str(tmp_path / "missing")).returncode == 0
+    assert not out.exists()

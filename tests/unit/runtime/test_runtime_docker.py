@@ -1,0 +1,196 @@
+"""DockerRuntime's own logic on a fake docker API: owners and the sweep, exec's deadline and output, create options."""
+
+from __future__ import annotations
+
+import io
+import os
+import socket
+import struct
+import subprocess
+import tarfile
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import docker.errors
+import pytest
+
+from polar_cli.runtime.base import MANAGED_LABEL, OWNER_LABEL, ROLE_LABEL, ContainerSpec, RuntimeFailure
+from polar_cli.runtime.docker import DockerRuntime, owner_alive, owner_token, process_start_time
+from polar_cli.runtime.execution import KILL_SCRIPT
+
+HOST = socket.gethostname()
+
+
+def frame(payload: bytes) -> bytes:
+    return struct.pack(">BxxxL", 1, len(payload)) + payload
+
+
+class FakeSocket:
+    """Serves scripted chunks; None means "nothing arrives" (a socket timeout)."""
+
+    def __init__(self, chunks: Sequence[bytes | None]) -> None:
+        self.chunks = list(chunks)
+        self.closed = False
+
+    def settimeout(self, seconds: float) -> None:
+        self.timeout = seconds
+
+    def recv(self, size: int) -> bytes:
+        if not self.chunks:
+            return b""
+        chunk = self.chunks.pop(0)
+        if chunk is None:
+            self.chunks.insert(0, None)
+            raise TimeoutError
+        return chunk
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class FakeAPI:
+    def __init__(self) -> None:
+        self.execs: list[list[str]] = []
+        self.sockets: list[FakeSocket] = []
+        self.exit_code = 0
+        self.removed: list[str] = []
+        self.containers_list: list[dict[str, Any]] = []
+        self.created: dict[str, Any] = {}
+        self.archives: list[bytes] = []
+
+    def exec_create(self, cid: str, cmd: list[str], **kw: Any) -> dict[str, str]:
+        self.execs.append(cmd)
+        return {"Id": f"exec{len(self.execs)}"}
+
+    def exec_start(self, exec_id: str, socket: bool = False) -> Any:
+        return self.sockets.pop(0) if socket else b""
+
+    def exec_inspect(self, exec_id: str) -> dict[str, Any]:
+        return {"Running": False, "ExitCode": self.exit_code}
+
+    def put_archive(self, cid: str, path: str, data: bytes) -> bool:
+        self.archives.append(data)
+        return True
+
+    def create_host_config(self, **kw: Any) -> dict[str, Any]:
+        return kw
+
+    def create_container(self, image: str, **kw: Any) -> dict[str, str]:
+        self.created = {"image": image, **kw}
+        return {"Id": "c1"}
+
+    def start(self, cid: str) -> None:
+        pass
+
+    def remove_container(self, cid: str, **kw: Any) -> None:
+        if cid == "gone":
+            raise docker.errors.NotFound("no such container")
+        self.removed.append(cid)
+
+    def containers(self, **kw: Any) -> list[dict[str, Any]]:
+        return self.containers_list
+
+
+class FakeClient:
+    def __init__(self) -> None:
+        self.api = FakeAPI()
+
+
+@pytest.fixture
+def fake() -> Iterator[tuple[DockerRuntime, FakeAPI]]:
+    client = FakeClient()
+    runtime = DockerRuntime(client, kill_grace=0.2)
+    yield runtime, client.api
+    runtime.close()
+
+
+def dead_pid() -> int:
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
+
+
+def test_owner_token_and_liveness() -> None:
+    me = owner_token()
+    assert me == f"{HOST}:{os.getpid()}:{process_start_time(os.getpid())}"
+    assert owner_alive(me)
+    assert not owner_alive(f"{HOST}:{dead_pid()}:1")
+    # a reused pid: alive, but not the process that owned the container
+    assert not owner_alive(f"{HOST}:{os.getpid()}:1")
+    assert owner_alive(f"another-host:{dead_pid()}:1")
+    assert owner_alive("garbage")
+
+
+def test_start_labels_limits_and_bundles(fake: tuple[DockerRuntime, FakeAPI]) -> None:
+    runtime, api = fake
+    spec = ContainerSpec(
+        image="img", role="session", env={"A": "1"}, volumes_from=("bundle-pi",), cpus=1.5, memory_bytes=1 << 30
+    )
+    container = runtime.start(spec)
+    assert container.id == "c1" and runtime.live() == ["c1"]
+    created = api.created
+    assert created["labels"] == {MANAGED_LABEL: "1", ROLE_LABEL: "session", OWNER_LABEL: runtime.owner}
+    assert created["environment"] == {"A": "1"} and created["working_dir"] == "/testbed"
+    host = created["host_config"]
+    assert host["volumes_from"] == ["bundle-pi:ro"]
+    assert host["nano_cpus"] == 1_500_000_000 and host["mem_limit"] == 1 << 30
+    assert host["network_mode"] == "host" and host["init"] is True
+    container.remove()
+    container.remove()
+    assert api.removed == ["c1", "c1"] and runtime.live() == []
+
+
+def test_sweep_spares_bundles_live_owners_and_other_hosts(fake: tuple[DockerRuntime, FakeAPI]) -> None:
+    runtime, api = fake
+    dead = f"{HOST}:{dead_pid()}:1"
+    api.containers_list = [
+        {"Id": "orphan", "Labels": {OWNER_LABEL: dead, ROLE_LABEL: "session"}},
+        {"Id": "mine", "Labels": {OWNER_LABEL: runtime.owner, ROLE_LABEL: "session"}},
+        {"Id": "bundle", "Labels": {ROLE_LABEL: "bundle"}},
+        {"Id": "remote", "Labels": {OWNER_LABEL: f"elsewhere:{dead_pid()}:1", ROLE_LABEL: "eval"}},
+        {"Id": "gone", "Labels": {OWNER_LABEL: dead, ROLE_LABEL: "eval"}},
+    ]
+    assert runtime.sweep() == 2
+    assert api.removed == ["orphan"]
+
+
+def test_exec_collects_frames_and_the_exit_code(fake: tuple[DockerRuntime, FakeAPI]) -> None:
+    runtime, api = fake
+    container = runtime.start(ContainerSpec(image="img"))
+    data = frame(b"hello ") + frame(b"world")
+    sock = FakeSocket([data[:5], data[5:]])
+    api.sockets = [sock]
+    api.exit_code = 3
+    result = container.exec(["echo", "x"], timeout=5, stdin=b"in")
+    assert (result.exit_code, result.output, result.timed_out) == (3, b"hello world", False)
+    assert sock.closed
+    wrapped = api.execs[0]
+    assert wrapped[:2] == ["setsid", "-w"] and wrapped[-2:] == ["echo", "x"]
+    # the stdin bytes went in as a file named in the wrapper's arguments
+    with tarfile.open(fileobj=io.BytesIO(api.archives[0])) as tar:
+        files = {m.name: tar.extractfile(m).read() for m in tar.getmembers()}  # type: ignore[union-attr]
+    stdin_name = wrapped[wrapped.index("-c") + 3].lstrip("/")
+    assert files[stdin_name] == b"in"
+
+
+def test_exec_deadline_kills_and_reports_a_timeout(fake: tuple[DockerRuntime, FakeAPI]) -> None:
+    runtime, api = fake
+    container = runtime.start(ContainerSpec(image="img"))
+    api.sockets = [FakeSocket([frame(b"partial"), None])]
+    result = container.exec(["sleep", "100"], timeout=0.3)
+    assert result.timed_out and result.exit_code is None
+    assert result.output == b"partial"
+    assert api.execs[1][:3] == ["/bin/sh", "-c", KILL_SCRIPT]
+    assert api.execs[1][3] == api.execs[0][api.execs[0].index("-c") + 2]  # the same pidfile
+
+
+def test_removal_errors_other_than_gone_are_reported(fake: tuple[DockerRuntime, FakeAPI]) -> None:
+    runtime, api = fake
+
+    def refuse(cid: str, **kw: Any) -> None:
+        response = type("Response", (), {"status_code": 500, "url": "/containers/c9", "reason": "boom"})()
+        raise docker.errors.APIError("boom", response=response)
+
+    api.remove_container = refuse  # type: ignore[method-assign]
+    with pytest.raises(RuntimeFailure, match="removing container"):
+        runtime.remove("c9")

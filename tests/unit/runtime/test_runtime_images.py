@@ -1,0 +1,114 @@
+"""Image names, content digests and the pinned harness versions (no engine needed)."""
+
+from __future__ import annotations
+
+import io
+import shutil
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from polar_cli.runtime.base import RuntimeFailure
+from polar_cli.runtime.bootstrap import BaseRecipe
+from polar_cli.runtime.images import (
+    HARNESSES,
+    ImageNames,
+    bundle_container_name,
+    context_digest,
+    context_files,
+    harness_image_plan,
+    harness_images_dir,
+    harness_version,
+    image_names,
+    node_image_plan,
+    tar_context,
+)
+
+PINNED = {
+    "claude-code": "2.1.332",
+    "codex": "0.171.0",
+    "qwen-code": "0.24.4",
+    "gemini-cli": "0.61.0",
+    "pi": "0.73.1",
+}
+
+
+def test_pinned_harness_versions() -> None:
+    assert {name: harness_version(name) for name in HARNESSES} == PINNED
+
+
+def test_unknown_harness_is_refused() -> None:
+    with pytest.raises(RuntimeFailure, match="unknown harness 'opencode'"):
+        harness_version("opencode")
+
+
+def test_every_bundle_dockerfile_builds_on_the_local_images_only() -> None:
+    for name in (*HARNESSES, "node"):
+        dockerfile = (harness_images_dir() / name / "Dockerfile").read_text()
+        froms = [line.split()[1] for line in dockerfile.splitlines() if line.startswith("FROM ")]
+        assert froms and set(froms) <= {"${BASE_IMAGE}", "${NODE_IMAGE}"}, (name, froms)
+
+
+def test_digest_ignores_order_and_follows_content_names_and_parents() -> None:
+    files = {"Dockerfile": b"FROM x\n", "a/b.txt": b"b"}
+    digest = context_digest(files, {"BASE_IMAGE": "base:1"})
+    assert digest == context_digest(dict(reversed(list(files.items()))), {"BASE_IMAGE": "base:1"})
+    variants = [
+        context_digest({**files, "a/b.txt": b"c"}, {"BASE_IMAGE": "base:1"}),
+        context_digest({"Dockerfile": b"FROM x\n", "a/c.txt": b"b"}, {"BASE_IMAGE": "base:1"}),
+        context_digest(files, {"BASE_IMAGE": "base:2"}),
+        context_digest(files, {}),
+    ]
+    assert len({digest, *variants}) == 5
+
+
+def test_tar_context_holds_exactly_the_files() -> None:
+    data = tar_context({"Dockerfile": b"FROM x\n", "dir/f": b"\x00\x01"})
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        got = {m.name: tar.extractfile(m).read() for m in tar.getmembers()}  # type: ignore[union-attr]
+    assert got == {"Dockerfile": b"FROM x\n", "dir/f": b"\x00\x01"}
+
+
+def test_context_files_skip_caches(tmp_path: Path) -> None:
+    (tmp_path / "Dockerfile").write_text("FROM x\n")
+    (tmp_path / "__pycache__").mkdir()
+    (tmp_path / "__pycache__" / "x.pyc").write_bytes(b"junk")
+    assert context_files(tmp_path) == {"Dockerfile": b"FROM x\n"}
+    with pytest.raises(RuntimeFailure, match="no build context"):
+        context_files(tmp_path / "absent")
+
+
+def test_image_names_from_the_environment() -> None:
+    names = image_names({"POLAR_IMAGE_PREFIX": "registry.example:5000/team/polar"})
+    recipe = BaseRecipe()
+    assert names.base(recipe) == f"registry.example:5000/team/polar/base:bookworm-{recipe.digest()}"
+    assert names.harness("pi", "0.73.1", "abc") == "registry.example:5000/team/polar/harness-pi:0.73.1-abc"
+    assert image_names({"POLAR_BASE_IMAGE": "debian:bookworm"}).base(recipe) == "debian:bookworm"
+    assert image_names({}) == ImageNames()
+
+
+def test_plans_follow_the_inputs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    shutil.copytree(harness_images_dir(), tmp_path / "harness_images")
+    monkeypatch.setenv("POLAR_HARNESS_IMAGES_DIR", str(tmp_path / "harness_images"))
+    names = ImageNames()
+    before = {name: harness_image_plan(name, names).tag for name in HARNESSES}
+    node_before = node_image_plan(names).tag
+    assert before["codex"].startswith("polar/harness-codex:0.171.0-")
+    assert harness_image_plan("codex", names).buildargs["NODE_IMAGE"] == node_before
+
+    with (tmp_path / "harness_images/codex/Dockerfile").open("a") as fh:
+        fh.write("# changed\n")
+    after = {name: harness_image_plan(name, names).tag for name in HARNESSES}
+    assert after["codex"] != before["codex"]
+    assert {n: t for n, t in after.items() if n != "codex"} == {n: t for n, t in before.items() if n != "codex"}
+
+    # a change below every bundle (the node toolchain) renames them all
+    (tmp_path / "harness_images/node/make-bundle").write_text("#!/bin/sh\n")
+    assert node_image_plan(names).tag != node_before
+    assert all(harness_image_plan(n, names).tag != after[n] for n in HARNESSES)
+
+
+def test_bundle_container_name_carries_the_image_digest() -> None:
+    name = bundle_container_name("registry.example:5000/polar/harness-pi:0.73.1-abcdef")
+    assert name == "polar-bundle-harness-pi-0.73.1-abcdef"
