@@ -39,7 +39,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def anthropic_body() -> bytes:
+def anthropic_body(stream: bool = True) -> bytes:
     schema = {
         "type": "object",
         "properties": {
@@ -69,7 +69,7 @@ def anthropic_body() -> bytes:
     body = {
         "model": "claude-opus-5-5",
         "max_tokens": 32000,
-        "stream": True,
+        "stream": stream,
         "system": [{"type": "text", "text": "You are a careful coding agent. " * 80}],
         "tools": tools,
         "messages": messages,
@@ -242,13 +242,14 @@ def main() -> None:
     ap.add_argument(
         "--litellm", nargs="?", const="litellm", help="also measure a LiteLLM proxy (1 worker): its executable"
     )
+    ap.add_argument("--no-stream", action="store_true", help="ask for a JSON answer instead of an event stream")
     ap.add_argument("--stub", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.stub:
         asyncio.run(run_stub(args.stub))
         return
 
-    body = anthropic_body()
+    body = anthropic_body(stream=not args.no_stream)
     direct_body = orjson.dumps({"model": "stub", "messages": [{"role": "user", "content": "hi"}], "stream": False})
     stub_port, proxy_port = free_port(), free_port()
     procs = [subprocess.Popen([sys.executable, __file__, "--stub", str(stub_port)])]
@@ -274,7 +275,10 @@ def main() -> None:
         )
         procs.append(proxy)
         wait_port(proxy_port)
-        print(f"request body: {len(body) / 1024:.1f} KB Anthropic Messages, 12 tools, 20 tool turns, stream=true")
+        print(
+            f"request body: {len(body) / 1024:.1f} KB Anthropic Messages, 12 tools, 20 tool turns, "
+            f"stream={'false' if args.no_stream else 'true'}"
+        )
         asyncio.run(throughput(proxy_port, "/v1/messages", body, 16, 1.0))  # warm-up
         rps = asyncio.run(throughput(proxy_port, "/v1/messages", body, 16, args.seconds))
         lat_proxy = asyncio.run(latencies(proxy_port, "/v1/messages", body, args.latency_requests))
@@ -325,8 +329,10 @@ def bench_litellm(stub_port: int, body: bytes, args: argparse.Namespace) -> dict
     port = free_port()
     config = Path(tempfile.mkdtemp()) / "litellm.yaml"
     config.write_text(
-        "model_list:\n  - model_name: claude-opus-5-5\n    litellm_params:\n      model: openai/stub\n"
+        "model_list:\n  - model_name: claude-opus-5-5\n    litellm_params:\n      model: hosted_vllm/stub\n"
         f"      api_base: http://127.0.0.1:{stub_port}/v1\n      api_key: none\n"
+        "      rpm: 100000000\n      tpm: 100000000000\n"
+        "general_settings:\n  max_parallel_requests: 100000\n  global_max_parallel_requests: 100000\n"
     )
     proc = subprocess.Popen(
         [exe, "--config", str(config), "--port", str(port), "--num_workers", "1"],
