@@ -90,7 +90,7 @@ class Gateway:
             body: dict[str, Any] | None = None
             if route is None and request.method == "POST":
                 body = _json_object(request.body)
-                route = route_for_unknown_path(request.headers, body)
+                route = route_for_unknown_path(request.path, request.headers, body)
             if route is None:
                 raise RequestError(f"no model API at {request.path}", status=404, kind="not_found")
             codec = CODECS[route.api]

@@ -40,8 +40,17 @@ def route_for_path(path: str) -> Route | None:
     return None
 
 
-def route_for_unknown_path(headers: Mapping[str, str], body: Mapping[str, Any]) -> Route | None:
-    """A POST to an unrecognised path: guess from the provider's own headers, then from the body's keys."""
+# Endpoints of the providers' APIs that are not model calls: never guessed into one (they answer 404).
+_OTHER_ENDPOINTS = (
+    "/models", "/embeddings", "/count_tokens", "/completions", "/tokenize", "/files", "/batches", "/moderations",
+)  # fmt: skip
+
+
+def route_for_unknown_path(path: str, headers: Mapping[str, str], body: Mapping[str, Any]) -> Route | None:
+    """A POST to an unrecognised path (a client given the full endpoint as its base URL, say): guess from the
+    provider's own headers, then from the body's keys."""
+    if path.rstrip("/").endswith(_OTHER_ENDPOINTS):
+        return None
     if "anthropic-version" in headers or "x-api-key" in headers:
         return Route("anthropic")
     if "x-goog-api-key" in headers:
