@@ -36,6 +36,7 @@ _COMMANDS = (
     ("validate", "polar_cli.swe_command", "validate"),
     ("run", "polar_cli.run_command", "run"),
     ("images", "polar_cli.images_command", "images"),
+    ("generate", "polar_cli.generate_command", "generate"),
 )
 
 

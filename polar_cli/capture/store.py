@@ -59,6 +59,14 @@ class CaptureWriter:
             line = orjson.dumps(compactor.compact(record)) + b"\n"
         self._queue.put((path, line))
 
+    def forget(self, session_id: str) -> None:
+        """Drop a finished session's delta state (a long run would otherwise keep every session's last bodies).
+
+        Writing to that session again later stays correct: its state is then rebuilt from its file.
+        """
+        with self._lock:
+            self._compactors.pop(session_id, None)
+
     def flush(self) -> None:
         """Block until every record written so far is on disk (for tests and shutdown)."""
         done = threading.Event()

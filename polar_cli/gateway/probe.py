@@ -5,14 +5,14 @@ from __future__ import annotations
 import orjson
 
 from polar_cli.errors import TokenCaptureError, UpstreamError
-from polar_cli.gateway.upstream_client import UpstreamClient
+from polar_cli.gateway.upstream_client import Upstream
 from polar_cli.translate.ir import ChatRequest, Message, Sampling, Text
 from polar_cli.translate.upstream import Engine, UpstreamOptions, chat_body, token_capture, upstream_error
 
 UPSTREAM_PATH = "/v1/chat/completions"
 
 
-async def served_model(client: UpstreamClient) -> str:
+async def served_model(client: Upstream) -> str:
     """The first model the upstream serves (vLLM refuses calls naming any other)."""
     response = await client.get("/v1/models")
     if response.status != 200:
@@ -24,7 +24,7 @@ async def served_model(client: UpstreamClient) -> str:
         raise UpstreamError(f"GET /v1/models gave no model id: {response.body[:200]!r}") from exc
 
 
-async def probe_engine(client: UpstreamClient, options: UpstreamOptions) -> Engine:
+async def probe_engine(client: Upstream, options: UpstreamOptions) -> Engine:
     """The engine dialect whose token fields this server fills; fails loudly if none does.
 
     SGLang renamed its token options (UPSTREAM.md): for ``sglang`` the current ``return_token_ids`` is tried first,

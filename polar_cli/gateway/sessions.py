@@ -35,8 +35,9 @@ class SessionRegistry:
         self._by_key[key] = Session(session_id)
         return key
 
-    def close(self, key: str) -> None:
-        self._by_key.pop(key, None)
+    def close(self, key: str) -> Session | None:
+        """Forget a session's key (later calls with it are refused); returns the session it named."""
+        return self._by_key.pop(key, None)
 
     def lookup(self, key: str | None) -> Session:
         if key is None:

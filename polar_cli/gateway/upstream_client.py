@@ -9,12 +9,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from dataclasses import dataclass
+from typing import Protocol
 from urllib.parse import urlsplit
 
 from polar_cli.errors import UpstreamError
 from polar_cli.wire.http11 import NEED_DATA, Limits, ProtocolError, Response, ResponseParser, encode_request
 
 _READ_SIZE = 256 * 1024
+
+
+class Upstream(Protocol):
+    """What the gateway needs of an inference server: `UpstreamClient` over HTTP, or an in-process engine (gold)."""
+
+    async def post_json(self, path: str, body: bytes) -> Response: ...
+
+    async def get(self, path: str) -> Response: ...
+
+    async def close(self) -> None: ...
 
 
 @dataclass(slots=True)

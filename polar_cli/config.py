@@ -1,0 +1,379 @@
+"""Recipes: what `polar generate` runs, as validated pydantic models loaded from YAML and overridden with ``a.b=value``.
+
+A recipe names the manifest and its selection, the harnesses, the attempts per instance, the engine (SGLang launched
+from the recipe, a running SGLang or vLLM by URL, or the scripted gold / noop policies), the runtime, the stage pools,
+the timeouts, the trajectory builder and the outputs. Unknown keys are refused everywhere, with the dotted path of the
+key in the message, so a typo never silently falls back to a default.
+
+Overrides are ``dotted.key=value``; the value is read as YAML (``4`` is an int, ``true`` a bool, ``[pi, codex]`` a
+list, ``null`` None), then the whole recipe is validated again, so an override gets the same checks as the file.
+Relative paths in a recipe (manifest, tokenizer, model path) are resolved against the recipe file's directory when
+something exists there, so a recipe works from any working directory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import UnionType
+from typing import Any, Literal, Union, get_args, get_origin
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from polar_cli.errors import ConfigError
+
+EngineKind = Literal["gold", "noop", "sglang", "vllm", "server"]
+Dialect = Literal["sglang", "sglang-legacy", "vllm"]
+Strategy = Literal["prefix_merging", "per_request"]
+Format = Literal["jsonl", "parquet"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
+
+
+class ManifestConfig(_Strict):
+    source: str
+    """Manifest file (.json/.jsonl/.parquet; relative to the recipe file) or a datasets name ``owner/name[:split]``."""
+    instance_ids: list[str] | None = None
+    """Only these instances (None: all)."""
+    repos: list[str] | None = None
+    """Only instances of these repositories (None: all)."""
+    limit: int | None = Field(default=None, ge=0)
+    """Only the first N selected instances."""
+    shard: str | None = None
+    """Only shard ``i/N`` of the selection (every N-th instance from i), to split a manifest across machines."""
+    image_template: str | None = None
+    """Image for rows without ``image``: ``swe-gym``, ``swe-bench`` or a format string over ``{instance_id}``."""
+
+
+class SGLangConfig(_Strict):
+    model_path: str
+    """``--model-path``: a local directory or a model name the server can load."""
+    served_model_name: str | None = None
+    """``--served-model-name`` (None: SGLang's default, the model path)."""
+    tp_size: int = Field(default=1, ge=1)
+    """Tensor-parallel GPUs per replica (``--tp-size``)."""
+    dp_size: int = Field(default=1, ge=1)
+    """Data-parallel replicas (``--dp-size``)."""
+    mem_fraction_static: float | None = Field(default=None, gt=0, le=1)
+    """``--mem-fraction-static``."""
+    context_length: int | None = Field(default=None, ge=1)
+    """``--context-length``."""
+    reasoning_parser: str | None = "qwen3"
+    """``--reasoning-parser`` (Qwen3/3.5: qwen3; None: no reasoning parsing)."""
+    tool_call_parser: str | None = "qwen3_coder"
+    """``--tool-call-parser`` (Qwen3.5: qwen3_coder; Qwen2.5/Qwen3-2507: qwen25)."""
+    host: str = "127.0.0.1"
+    """Address the server listens on."""
+    port: int | None = Field(default=None, ge=1, le=65535)
+    """Port the server listens on (None: a free one)."""
+    extra_args: list[str] = Field(default_factory=list)
+    """More ``launch_server`` arguments, passed as they are."""
+    env: dict[str, str] = Field(default_factory=dict)
+    """Environment added for the server process (e.g. CUDA_VISIBLE_DEVICES)."""
+    python: str | None = None
+    """Interpreter that has sglang installed (None: the one running Polar)."""
+    launcher: list[str] | None = None
+    """argv that replaces ``python -m sglang.launch_server`` (a wrapper script, a container run); flags follow it."""
+    startup_timeout: float = Field(default=1200.0, gt=0)
+    """Seconds to wait for ``/health`` to answer 200 (a 122B MoE on 8 GPUs takes up to ~15 minutes)."""
+
+
+class EngineConfig(_Strict):
+    kind: EngineKind
+    """gold: scripted reference-patch policy (no GPU); noop: answers without acting (negative control);
+    sglang: the running SGLang at ``url``, else one launched from ``sglang``; vllm: the running vLLM at ``url``;
+    server: the running server at ``url`` speaking ``dialect``."""
+    url: str | None = None
+    """Base URL of a running server (with or without /v1). For sglang it wins over the launch section."""
+    dialect: Dialect = "sglang"
+    """kind=server: which token fields to ask for (sglang | sglang-legacy | vllm); SGLang releases are probed."""
+    model: str | None = None
+    """Served model name sent upstream and written to the corpus (None: asked from the server, or the policy name)."""
+    tokenizer: str | None = None
+    """kind=gold|noop: tokenizer directory (transformers format), or ``qwen3`` for the bundled Qwen3 tokenizer."""
+    sglang: SGLangConfig | None = None
+    """kind=sglang: how to launch the server."""
+    gpus: int | None = Field(default=None, ge=0)
+    """GPUs the engine occupies, for GPU-hours (None: tp_size x dp_size of the sglang section, else 0)."""
+    chat_template_kwargs: dict[str, Any] | None = None
+    """Merged into every call's ``chat_template_kwargs`` (e.g. ``{enable_thinking: false}``)."""
+    max_tokens_cap: int | None = Field(default=None, ge=1)
+    """Upper bound on the max tokens a harness asks for (Claude Code asks for 32k+)."""
+    upstream_timeout: float = Field(default=1800.0, gt=0)
+    """Seconds to wait for one upstream answer."""
+    extra_body: dict[str, Any] | None = None
+    """Engine fields added to every call (e.g. ``{repetition_penalty: 1.05}``)."""
+
+    @model_validator(mode="after")
+    def _kind_fields(self) -> EngineConfig:
+        if self.kind in ("vllm", "server") and not self.url:
+            raise ValueError(f"kind {self.kind} needs url (the running server)")
+        if self.kind == "sglang" and self.sglang is None and not self.url:
+            raise ValueError("kind sglang needs url (a running server) or the sglang section (to launch one)")
+        if self.kind in ("gold", "noop") and not self.tokenizer:
+            raise ValueError(f"kind {self.kind} needs tokenizer (a tokenizer directory, or qwen3)")
+        return self
+
+    def upstream_dialect(self) -> Dialect:
+        """The token fields to ask the server for (SGLang's current and legacy releases are told apart by a probe)."""
+        return {"vllm": "vllm", "server": self.dialect}.get(self.kind, "sglang")
+
+    def launches(self) -> bool:
+        """Whether Polar starts the server itself (kind sglang without a url)."""
+        return self.kind == "sglang" and self.url is None
+
+    def gpu_count(self) -> int:
+        if self.gpus is not None:
+            return self.gpus
+        if self.kind == "sglang" and self.sglang is not None:
+            return self.sglang.tp_size * self.sglang.dp_size
+        return 0
+
+
+class RuntimeConfig(_Strict):
+    network: str = "host"
+    """Docker network of the session containers; with ``host`` they reach the gateway on 127.0.0.1."""
+    cpus: float | None = Field(default=None, gt=0)
+    """CPU limit per session container."""
+    memory_mb: int | None = Field(default=None, ge=64)
+    """Memory limit per session container (MiB)."""
+    workdir: str = "/testbed"
+    """Where the repository is in the instance image; the harness works there."""
+    gateway_host: str = "127.0.0.1"
+    """Address the gateway listens on."""
+    gateway_url: str | None = None
+    """URL the harnesses reach the gateway at (None: ``http://{gateway_host}:{port}``; set it for bridge networks)."""
+    build_images: bool = True
+    """Build missing harness bundles and the manifest's buildable instance images before the run."""
+
+
+class ConcurrencyConfig(_Strict):
+    init: int = Field(default=2, ge=1)
+    """Sessions being initialised at once (container start, git base, harness config)."""
+    run: int = Field(default=2, ge=1)
+    """Harnesses running at once (RUN slots: what keeps the GPUs busy)."""
+    postrun: int = Field(default=2, ge=1)
+    """Sessions in POSTRUN at once (patch, trajectories, grading in a fresh container)."""
+    ready: int = Field(default=2, ge=0)
+    """READY buffer: initialised sessions waiting for a RUN slot (0: a RUN slot waits for INIT, no buffer)."""
+
+
+class TimeoutsConfig(_Strict):
+    session: float = Field(default=1800.0, gt=0)
+    """Seconds for a session from the start of its INIT to the end of its RUN (READY waiting counts)."""
+    agent: float | None = Field(default=None, gt=0)
+    """Seconds the harness process may run (None: whatever is left of the session timeout)."""
+    eval: float = Field(default=1800.0, gt=0)
+    """Seconds for the instance's tests when grading."""
+
+
+class BuilderConfig(_Strict):
+    strategy: Strategy = "prefix_merging"
+    """prefix_merging: one trace per conversation chain; per_request: one trace per model call."""
+    eot_token_id: int | None = Field(default=None, ge=0)
+    """End-of-turn id for prefix_merging (None: the engine's, else detected per session)."""
+
+
+class OutputConfig(_Strict):
+    dir: str | None = None
+    """Run directory (None: runs/<recipe name>); ``--out`` overrides it. The same directory resumes a run."""
+    formats: list[Format] = Field(default_factory=lambda: list[Format](["jsonl", "parquet"]))
+    """Corpus files written: corpus.jsonl always (appended row by row); parquet derived from it at the end."""
+    keep_artifacts: bool = True
+    """Keep each session's harness logs and transcripts under artifacts/<session>."""
+    fsync: bool = False
+    """fsync every row (survives power loss, not just a killed process; slower)."""
+
+
+class Recipe(_Strict):
+    name: str | None = None
+    """A name for the run (default: the recipe file's stem)."""
+    manifest: ManifestConfig
+    """Which instances."""
+    harnesses: list[str] = Field(min_length=1)
+    """Harnesses to run every instance with: claude-code, codex, qwen-code, gemini-cli, pi."""
+    attempts: int = Field(default=1, ge=1)
+    """Sessions per (instance, harness)."""
+    instruction: str = "{problem_statement}"
+    """What the harness is asked: a format string over {problem_statement}, {repo}, {instance_id}, {workdir}."""
+    engine: EngineConfig
+    """Where the model answers come from."""
+    runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
+    """Containers and the gateway's address."""
+    concurrency: ConcurrencyConfig = Field(default_factory=ConcurrencyConfig)
+    """Stage pools and the READY buffer."""
+    timeouts: TimeoutsConfig = Field(default_factory=TimeoutsConfig)
+    """Session, agent and evaluation time limits."""
+    builder: BuilderConfig = Field(default_factory=BuilderConfig)
+    """How capture records become trajectories."""
+    output: OutputConfig = Field(default_factory=OutputConfig)
+    """Where and how the corpus is written."""
+
+    @field_validator("instruction")
+    @classmethod
+    def _instruction_fields(cls, text: str) -> str:
+        try:
+            text.format(problem_statement="", repo="", instance_id="", workdir="")
+        except (KeyError, IndexError, ValueError) as exc:
+            raise ValueError(
+                f"{text!r}: {exc!r}; it may use {{problem_statement}}, {{repo}}, {{instance_id}}, {{workdir}}"
+            ) from exc
+        return text
+
+    @field_validator("harnesses")
+    @classmethod
+    def _known_harnesses(cls, names: list[str]) -> list[str]:
+        from polar_cli.harness import get_adapter
+
+        try:
+            canonical = [get_adapter(n).name for n in names]
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from exc
+        if len(set(canonical)) != len(canonical):
+            raise ValueError(f"a harness is listed twice: {names}")
+        return canonical
+
+
+# ---- loading -----------------------------------------------------------------------------------------------------
+
+
+def _errors_text(exc: ValidationError) -> str:
+    lines = []
+    for err in exc.errors(include_url=False):
+        where = ".".join(str(p) for p in err["loc"]) or "(recipe)"
+        message = str(err["msg"]).removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            message = "unknown key"
+        lines.append(f"{where}: {message}")
+    return "; ".join(lines)
+
+
+def _field_model(model: type[BaseModel], key: str) -> type[BaseModel] | Literal["open"] | None:
+    """The model a dotted path continues into below ``key``: a model, "open" (a free dict) or None (a leaf)."""
+    annotation = model.model_fields[key].annotation
+    for candidate in (annotation, *get_args(annotation)):
+        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+            return candidate
+        if candidate is dict or get_origin(candidate) is dict:
+            return "open"
+    return None
+
+
+def _leaf_annotation(path: Sequence[str], text: str) -> Any:
+    """Check that ``path`` names a recipe key; returns the leaf's type annotation (None inside a free dict)."""
+    model: type[BaseModel] | Literal["open"] | None = Recipe
+    annotation: Any = None
+    for depth, key in enumerate(path):
+        if model == "open":
+            return None
+        if model is None:
+            raise ConfigError(f"override {text}: {'.'.join(path[:depth])} takes a value, not sub-keys")
+        if key not in model.model_fields:
+            known = ", ".join(model.model_fields)
+            where = ".".join(path[: depth + 1])
+            raise ConfigError(f"override {text}: unknown key {where} (known here: {known})")
+        annotation = model.model_fields[key].annotation
+        model = _field_model(model, key)
+    return annotation
+
+
+def _is_text(annotation: Any) -> bool:
+    """``str`` or ``str | None``."""
+    if annotation is str:
+        return True
+    return get_origin(annotation) in (Union, UnionType) and set(get_args(annotation)) == {str, type(None)}
+
+
+def apply_override(data: dict[str, Any], text: str) -> None:
+    """Set ``dotted.key=value`` in a raw recipe dict; ConfigError for a bad override.
+
+    The value is read as YAML, except for text keys (instruction, paths, names), which take it verbatim: YAML would
+    read ``Fix: {problem_statement}`` as a mapping. ``null`` still clears an optional text key.
+    """
+    key, sep, raw = text.partition("=")
+    path = key.strip().split(".")
+    if not sep or not all(path):
+        raise ConfigError(f"override {text!r}: expected dotted.key=value, e.g. concurrency.run=8")
+    annotation = _leaf_annotation(path, text)
+    if _is_text(annotation) and raw.strip() not in ("null", "~", ""):
+        value: Any = raw
+    else:
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else None
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"override {text}: the value is not valid YAML: {exc}") from exc
+    node = data
+    for part in path[:-1]:
+        child = node.get(part)
+        if child is None:
+            child = node[part] = {}
+        elif not isinstance(child, dict):
+            raise ConfigError(f"override {text}: {part} is not a mapping in the recipe")
+        node = child
+    node[path[-1]] = value
+
+
+def _resolve(base: Path, value: str | None) -> str | None:
+    """A recipe-relative path made absolute when it exists there; anything else (names, absolute paths) unchanged."""
+    if not value or Path(value).is_absolute():
+        return value
+    candidate = base / value
+    return str(candidate.resolve()) if candidate.exists() else value
+
+
+def resolve_paths(data: dict[str, Any], base: Path) -> None:
+    manifest = data.get("manifest")
+    if isinstance(manifest, dict) and isinstance(manifest.get("source"), str):
+        manifest["source"] = _resolve(base, manifest["source"])
+    engine = data.get("engine")
+    if isinstance(engine, dict):
+        if isinstance(engine.get("tokenizer"), str):
+            engine["tokenizer"] = _resolve(base, engine["tokenizer"])
+        sglang = engine.get("sglang")
+        if isinstance(sglang, dict) and isinstance(sglang.get("model_path"), str):
+            sglang["model_path"] = _resolve(base, sglang["model_path"])
+
+
+def parse_recipe(
+    data: Any, overrides: Sequence[str] = (), *, source: str = "recipe", base: Path | None = None
+) -> Recipe:
+    """Validate a raw recipe mapping after applying ``overrides``; ConfigError naming the keys otherwise."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{source}: expected a mapping of recipe keys, got {type(data).__name__}")
+    raw: dict[str, Any] = _plain(data)
+    for text in overrides:
+        apply_override(raw, text)
+    if base is not None:
+        resolve_paths(raw, base)
+    try:
+        return Recipe.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(f"{source}: {_errors_text(exc)}") from exc
+
+
+def _plain(data: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: _plain(v) if isinstance(v, Mapping) else v for k, v in data.items()}
+
+
+def load_recipe(path: Path, overrides: Sequence[str] = ()) -> Recipe:
+    """Read, override and validate a recipe file."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"recipe {path}: {exc.strerror or exc}") from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"recipe {path}: not valid YAML: {exc}") from exc
+    recipe = parse_recipe(data or {}, overrides, source=f"recipe {path}", base=path.resolve().parent)
+    if recipe.name is None:
+        recipe = recipe.model_copy(update={"name": path.stem})
+    return recipe
+
+
+def recipe_yaml(recipe: Recipe) -> str:
+    """The recipe as YAML (every default spelled out), for the run directory."""
+    return yaml.safe_dump(recipe.model_dump(mode="json"), sort_keys=False)

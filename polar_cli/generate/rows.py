@@ -1,0 +1,152 @@
+"""A finished session as one corpus row (DESIGN.md "Corpus row"), and the verdict that decides where it goes.
+
+Accepted iff the harness ended normally, the instance is resolved (SWE-bench grading) and at least one model call is
+trainable. Everything else that ran is a reject, with the first reason that applies. Failures of the machinery
+(a container that would not start, a patch that could not be read, an evaluation that could not run, a session that
+timed out before its harness ever ran) are errors: the session is not finished and the next run retries it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import orjson
+
+from polar_cli.capture import CaptureRecord
+from polar_cli.node.docker_stages import Finished, HarnessRun
+from polar_cli.node.pools import RunEnd
+from polar_cli.swe.evaluate import Evaluation
+from polar_cli.swe.manifest import Instance
+from polar_cli.trajectory import Build, Trace
+
+Status = Literal[
+    "OK", "TIMEOUT", "HARNESS_ERROR", "INIT_ERROR", "INIT_TIMEOUT", "RUN_ERROR", "POSTRUN_ERROR", "EVAL_ERROR"
+]
+# the machinery failed: not the agent's doing, so not a verdict on the session
+INFRA: frozenset[str] = frozenset({"INIT_ERROR", "INIT_TIMEOUT", "RUN_ERROR", "POSTRUN_ERROR", "EVAL_ERROR"})
+
+
+@dataclass(frozen=True, slots=True)
+class SessionFacts:
+    """Everything POSTRUN learned about one session."""
+
+    key: str
+    session_id: str
+    instance: Instance
+    harness: str
+    attempt: int
+    model: str
+    end: RunEnd
+    harness_run: HarnessRun | None
+    finished: Finished | None
+    records: Sequence[CaptureRecord]
+    build: Build
+    evaluation: Evaluation | None
+    eval_seconds: float = 0.0
+
+
+def status_of(facts: SessionFacts) -> tuple[Status, str | None]:
+    """The session's status and, when it is not OK, what happened."""
+    end, run = facts.end, facts.harness_run
+    if end.reason == "init_error":
+        return "INIT_ERROR", end.error
+    if end.reason == "run_error":
+        return "RUN_ERROR", end.error
+    if end.reason == "timeout" and run is None:
+        # it never ran, or was cut off by the pool's backstop: nothing the agent did is known
+        return ("INIT_TIMEOUT" if not facts.records else "TIMEOUT"), end.error
+    if facts.finished is not None and facts.finished.error:
+        return "POSTRUN_ERROR", facts.finished.error
+    if facts.evaluation is not None and facts.evaluation.outcome == "error":
+        return "EVAL_ERROR", facts.evaluation.reason
+    if run is None:
+        return "RUN_ERROR", end.error or "the harness did not run"
+    if run.status == "timeout":
+        return "TIMEOUT", "the harness ran past its timeout"
+    if run.status == "harness_error":
+        return "HARNESS_ERROR", f"the harness exited with {run.exit_code}"
+    return "OK", None
+
+
+def verdict(facts: SessionFacts) -> tuple[Literal["accepted", "rejected", "error"], Status, str | None]:
+    """(where the row goes, status, reason it was not accepted)."""
+    status, detail = status_of(facts)
+    if status in INFRA:
+        return "error", status, f"{status.lower()}: {detail}"
+    if status != "OK":
+        return "rejected", status, f"{status.lower()}: {detail}"
+    evaluation = facts.evaluation
+    if evaluation is None or not evaluation.resolved:
+        why = (evaluation.reason or evaluation.grade.reason) if evaluation is not None else "not evaluated"
+        return "rejected", status, f"unresolved: {why or 'tests failed'}"
+    if not facts.build.traces:
+        return "rejected", status, "no trainable model call (no call with token ids)"
+    return "accepted", status, None
+
+
+def main_trace(traces: Sequence[Trace]) -> Trace | None:
+    """The conversation the row's ``messages`` show: the trace holding the session's last trainable call."""
+    return max(traces, key=lambda t: max(t.seqs), default=None)
+
+
+def _eval_report(evaluation: Evaluation | None) -> dict[str, Any] | None:
+    if evaluation is None:
+        return None
+    report = evaluation.to_dict()
+    report.pop("log_tail", None)  # the whole log is in artifacts/<session>/eval.log
+    return report
+
+
+def _stats(facts: SessionFacts) -> dict[str, Any]:
+    ok = [r for r in facts.records if r.status == "ok"]
+    merge = facts.build.stats.to_dict()
+    return {
+        "model_calls": len(facts.records),
+        "model_calls_ok": len(ok),
+        "prompt_tokens": sum(len(r.prompt_ids) for r in ok),
+        "completion_tokens": sum(len(r.response_ids) for r in ok),
+        "trainable_tokens": sum(sum(t.loss_mask) for t in facts.build.traces),
+        "traces": len(facts.build.traces),
+        "chains_total": merge["chains_total"],
+        "chains_full": merge["chains_full"],
+        "chains_truncated": merge["chains_truncated"],
+        "completions_merged": merge["completions_merged"],
+        "completions_skipped": merge["completions_skipped"],
+        "turns_drifted": merge["turns_drifted"],
+        "splits": [s.reason for s in facts.build.stats.splits],
+    }
+
+
+def build_row(
+    facts: SessionFacts, timing: Mapping[str, float]
+) -> tuple[Literal["accepted", "rejected", "error"], dict[str, Any]]:
+    """The corpus (or rejects, or errors) row of a session, and which file it belongs in."""
+    kind, status, reason = verdict(facts)
+    trace = main_trace(facts.build.traces)
+    evaluation = facts.evaluation
+    resolved = bool(evaluation is not None and evaluation.resolved)
+    run = facts.harness_run
+    row: dict[str, Any] = {
+        "key": facts.key,
+        "session_id": facts.session_id,
+        "instance_id": facts.instance.instance_id,
+        "repo": facts.instance.repo,
+        "harness": facts.harness,
+        "model": facts.model,
+        "attempt": facts.attempt,
+        "status": status,
+        "reward": 1.0 if resolved else 0.0,
+        "accepted": kind == "accepted",
+        "reason": reason,
+        "messages": trace.messages if trace is not None else [],
+        "tools": orjson.dumps(trace.tools if trace is not None else []).decode(),
+        "traces": [t.to_row() for t in facts.build.traces],
+        "patch": facts.finished.patch if facts.finished is not None else "",
+        "eval": _eval_report(evaluation),
+        "exit_code": run.exit_code if run is not None else None,
+        "timing": {**timing, "eval": round(facts.eval_seconds, 3)},
+        "stats": _stats(facts),
+    }
+    return kind, row

@@ -1,0 +1,257 @@
+"""One `polar generate` run segment: recipe in, rows out, resumable at any point.
+
+    manifest -> selection -> (instance, harness, attempt) keys, minus the ones the run directory has finished
+    images (harness bundles, instance images) -> engine (probed) -> gateway -> stage pools -> rows -> summary
+
+Everything that can be checked before a container starts is checked first (recipe, manifest, images, engine), so a
+bad recipe costs seconds, not a GPU box. Ctrl-C or SIGTERM cancel the pools: every container is removed, every row
+already written stays, and the same command resumes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from polar_cli.config import Recipe
+from polar_cli.corpus.writer import finalize_parquet
+from polar_cli.errors import ConfigError
+from polar_cli.generate.progress import Progress
+from polar_cli.generate.rows import SessionFacts, build_row
+from polar_cli.generate.stages import GenerateStages, SessionPlan, plan_sessions
+from polar_cli.generate.state import CORPUS, RunState, Verdict
+from polar_cli.generate.summary import summarize, write_summary
+from polar_cli.harness import get_adapter
+from polar_cli.inference.engines import open_engine
+from polar_cli.node.docker_stages import ContainerSettings, DockerSessions
+from polar_cli.node.gateway import NodeGateway
+from polar_cli.node.pools import Job, PoolLimits, StagePools, Timings
+from polar_cli.runtime.base import RuntimeFailure
+from polar_cli.swe.manifest import Instance, load_manifest, parse_shard, select
+
+log = logging.getLogger("polar.generate")
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    summary: dict[str, Any]
+    interrupted: bool
+
+
+def select_instances(recipe: Recipe) -> list[Instance]:
+    m = recipe.manifest
+    chosen = select(
+        load_manifest(m.source),
+        instance_ids=m.instance_ids,
+        repos=m.repos,
+        limit=m.limit,
+        shard=parse_shard(m.shard) if m.shard else None,
+    )
+    if not chosen:
+        raise ConfigError(f"manifest {m.source}: no instance selected")
+    return chosen
+
+
+def prepare_images(recipe: Recipe, instances: list[Instance], runtime: Any) -> tuple[dict[str, str], dict[str, str]]:
+    """(harness -> bundle data container, instance_id -> image), building or pulling what is missing."""
+    from polar_cli.runtime.images import ensure_bundle_container, ensure_harness_image, harness_image_plan
+    from polar_cli.swe.images import build_instance_images, ensure_image, instance_image
+
+    client = runtime.client
+    bundles = {}
+    for name in recipe.harnesses:
+        if recipe.runtime.build_images:
+            tag = ensure_harness_image(client, name, log=log.info).image
+        else:
+            tag = harness_image_plan(name).tag
+            if not runtime.image_exists(tag):
+                raise RuntimeFailure(f"harness bundle {tag} is missing (polar images build harness {name})")
+        bundles[name] = ensure_bundle_container(client, tag)
+    images = {i.instance_id: instance_image(i, recipe.manifest.image_template) for i in instances}
+    if recipe.runtime.build_images and any(i.build is not None for i in instances):
+        build_instance_images(recipe.manifest.source, runtime, log=log.info)
+    for image in sorted(set(images.values())):
+        ensure_image(runtime, image)
+    return bundles, images
+
+
+def previous_model(out: Path, recipe: Recipe) -> str:
+    """The model name to report when this segment never opens the engine (nothing left to run)."""
+    import orjson
+
+    if recipe.engine.model:
+        return recipe.engine.model
+    if recipe.engine.kind in ("gold", "noop"):
+        return f"polar-{recipe.engine.kind}"
+    try:
+        return str(orjson.loads((out / "summary.json").read_bytes()).get("model") or "")
+    except (OSError, orjson.JSONDecodeError):
+        return ""
+
+
+@contextlib.contextmanager
+def run_logging(out: Path, verbose: bool) -> Iterator[None]:
+    """logs/generate.log always; stderr at INFO for cron (no live view), else warnings only."""
+    root = logging.getLogger("polar")
+    file_handler = logging.FileHandler(out / "logs" / "generate.log")
+    console = logging.StreamHandler(sys.stderr)
+    fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    file_handler.setFormatter(fmt)
+    console.setFormatter(fmt)
+    file_handler.setLevel(logging.INFO)
+    console.setLevel(logging.INFO if verbose else logging.WARNING)
+    previous = root.level
+    root.setLevel(logging.INFO)
+    root.addHandler(file_handler)
+    root.addHandler(console)
+    try:
+        yield
+    finally:
+        root.removeHandler(file_handler)
+        root.removeHandler(console)
+        file_handler.close()
+        root.setLevel(previous)
+
+
+class Generation:
+    """The rows side of a segment: each finished session is turned into its row and recorded (Rules 1-3)."""
+
+    def __init__(self, state: RunState, progress: Progress) -> None:
+        self.state = state
+        self.progress = progress
+
+    def on_result(self, job: Job[SessionPlan], facts: SessionFacts, timings: Timings) -> None:
+        timing = timings.to_dict()
+        timing["total"] = round(sum(timing.values()), 3)
+        kind, row = build_row(facts, timing)
+        self.state.record(Verdict(kind, row))
+        self.progress.session_done(kind, row)
+
+
+async def run_pools(
+    recipe: Recipe,
+    out: Path,
+    plans: list[SessionPlan],
+    runtime: Any,
+    pools: tuple[ThreadPoolExecutor, ThreadPoolExecutor],
+    generation: Generation,
+    engine_info: dict[str, Any],
+) -> None:
+    """Engine up, gateway up, sessions through the pools; everything torn down in reverse order, also on cancel."""
+    docker_pool, engine_pool = pools
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+    loop.add_signal_handler(signal.SIGTERM, task.cancel)
+    engine = await open_engine(recipe.engine, out, executor=engine_pool)
+    engine_info.update(kind=engine.kind, model=engine.model)
+    try:
+        generation.state.check_model(engine.model)
+        gateway = NodeGateway(engine, out / "capture", host=recipe.runtime.gateway_host, url=recipe.runtime.gateway_url)
+        await gateway.start()
+        try:
+            r = recipe.runtime
+            settings = ContainerSettings(
+                network=r.network,
+                cpus=r.cpus,
+                memory_bytes=r.memory_mb * 1024 * 1024 if r.memory_mb else None,
+                workdir=r.workdir,
+            )
+            docker = DockerSessions(runtime, docker_pool, settings)
+            stages = GenerateStages(recipe, runtime, docker, gateway, docker_pool, out, engine.eot_token_id)
+            c = recipe.concurrency
+            node = StagePools(
+                stages,
+                PoolLimits(init=c.init, run=c.run, postrun=c.postrun, ready=c.ready),
+                generation.on_result,
+                on_change=generation.progress.update,
+            )
+            await node.run(Job(p.key, p, recipe.timeouts.session) for p in plans)
+        finally:
+            await gateway.stop()
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
+        await engine.close()
+
+
+def generate(
+    recipe: Recipe,
+    out: Path,
+    *,
+    live: bool = True,
+    runtime_factory: Callable[[], Any] | None = None,
+) -> Outcome:
+    """Run (or resume) ``recipe`` in ``out``; returns the summary. ConfigError / RuntimeFailure / UpstreamError
+    escape before any session started."""
+    state = RunState(out, recipe, fsync=recipe.output.fsync)
+    interrupted = False
+    engine_info: dict[str, Any] = {"kind": recipe.engine.kind, "model": previous_model(out, recipe)}
+    plans: list[SessionPlan] = []
+    started = time.monotonic()
+    with run_logging(out, verbose=not live):
+        if state.recovered:
+            log.info("recovered %d row(s) written just before the previous run was killed", state.recovered)
+        runtime = None
+        c = recipe.concurrency
+        docker_pool = ThreadPoolExecutor(c.init + c.run + c.postrun + 2, thread_name_prefix="polar-node")
+        engine_pool = ThreadPoolExecutor(2, thread_name_prefix="polar-engine")
+        try:
+            instances = select_instances(recipe)
+            if runtime_factory is None:
+                from polar_cli.runtime.docker import DockerRuntime
+
+                runtime_factory = DockerRuntime
+            runtime = runtime_factory()
+            swept = runtime.sweep()
+            if swept:
+                log.info("removed %d container(s) left behind by a dead run", swept)
+            bundles, images = prepare_images(recipe, instances, runtime)
+            adapters = [get_adapter(h) for h in recipe.harnesses]
+            plans = plan_sessions(instances, adapters, recipe.attempts, lambda i: images[i.instance_id], bundles)
+            todo = [p for p in plans if p.key not in state.finished]
+            accepted_before = sum(bool(e["accepted"]) for e in state.finished.values())
+            progress = Progress(len(plans), len(plans) - len(todo), accepted_before)
+            log.info(
+                "%d session(s) planned, %d finished before, %d to run", len(plans), len(plans) - len(todo), len(todo)
+            )
+            generation = Generation(state, progress)
+            args = (recipe, out, todo, runtime, (docker_pool, engine_pool), generation, engine_info)
+            if live and todo:
+                from rich.live import Live
+
+                with Live(progress, refresh_per_second=2, transient=False):
+                    asyncio.run(run_pools(*args))
+            elif todo:
+                asyncio.run(run_pools(*args))
+        except (KeyboardInterrupt, asyncio.CancelledError):  # Ctrl-C, or SIGTERM (which cancels the main task)
+            interrupted = True
+            log.warning("interrupted: containers removed, rows so far kept; run the same command to resume")
+        finally:
+            if runtime is not None:
+                runtime.close()
+            docker_pool.shutdown(wait=True, cancel_futures=True)
+            engine_pool.shutdown(wait=True, cancel_futures=True)
+            rows = state.corpus.rows
+            state.close(interrupted=interrupted)
+        if "parquet" in recipe.output.formats and rows:
+            finalize_parquet(out / CORPUS, out / "corpus.parquet")
+        summary = summarize(
+            out,
+            gpus=recipe.engine.gpu_count(),
+            planned=len(plans),
+            engine=str(engine_info["kind"]),
+            model=str(engine_info["model"]),
+            segment=state.segment,
+        )
+        summary["segment_seconds"] = round(time.monotonic() - started, 1)
+        write_summary(out, summary)
+    return Outcome(summary, interrupted)

@@ -1,0 +1,191 @@
+"""`polar generate`'s stage functions for the node's pools: a harness session in Docker, graded, made into a row.
+
+INIT opens the session at the gateway (its key is the harness's API key; a scripted engine learns the instance it
+answers for) and prepares the container. RUN runs the harness. POSTRUN takes the patch and the harness's logs,
+removes the container, closes the session, reads its capture records back, builds its trajectories and grades the
+patch in a fresh container. The row itself is written by the caller (`run.Generation`), once the timings are final.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from collections.abc import Callable
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from pathlib import Path
+
+from polar_cli.capture import CaptureRecord, read_session
+from polar_cli.capture.store import session_file
+from polar_cli.config import Recipe
+from polar_cli.generate.rows import SessionFacts
+from polar_cli.harness.base import HarnessAdapter, Wiring
+from polar_cli.inference.gold import Task
+from polar_cli.node.docker_stages import DockerSessions, HarnessRun, Prepared, in_thread
+from polar_cli.node.gateway import NodeGateway
+from polar_cli.node.pools import Job, RunEnd, Timings
+from polar_cli.runtime.base import Runtime
+from polar_cli.swe.evaluate import EvalJob, EvalOptions, Evaluation, run_job
+from polar_cli.swe.manifest import Instance
+from polar_cli.trajectory import Build, per_request, prefix_merging
+
+log = logging.getLogger("polar.generate")
+
+
+@dataclass(frozen=True, slots=True)
+class SessionPlan:
+    """One (instance, harness, attempt) to run."""
+
+    key: str
+    instance: Instance
+    harness: HarnessAdapter
+    attempt: int
+    image: str
+    bundle_container: str
+
+    def new_session_id(self) -> str:
+        # unique per try: a resumed run must never append to the capture file of an interrupted try
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in self.instance.instance_id)
+        return f"{safe}.{self.harness.name}.{self.attempt}.{secrets.token_hex(3)}"
+
+
+@dataclass(slots=True)
+class Live:
+    """A session between INIT and POSTRUN."""
+
+    session_id: str
+    key: str
+    prepared: Prepared
+
+
+class GenerateStages:
+    """The `node.pools.Stages` of a generate run."""
+
+    def __init__(
+        self,
+        recipe: Recipe,
+        runtime: Runtime,
+        docker: DockerSessions,
+        gateway: NodeGateway,
+        executor: Executor,
+        run_dir: Path,
+        eot_token_id: int | None,
+    ) -> None:
+        self.recipe = recipe
+        self.runtime = runtime
+        self.docker = docker
+        self.gateway = gateway
+        self.executor = executor
+        self.run_dir = run_dir
+        self.eot_token_id = recipe.builder.eot_token_id if recipe.builder.eot_token_id is not None else eot_token_id
+        self.model = gateway.engine.model
+
+    async def init(self, job: Job[SessionPlan], deadline: float) -> Live:
+        plan = job.payload
+        session_id = plan.new_session_id()
+        task = Task(plan.instance.instance_id, plan.instance.patch, self.recipe.runtime.workdir)
+        key = self.gateway.open_session(session_id, task)
+        try:
+            prepared = await self.docker.prepare(
+                session_id,
+                plan.harness,
+                plan.image,
+                self._instruction(plan.instance),
+                Wiring(self.gateway.url, key),
+                plan.bundle_container,
+                plan.instance.base_commit or None,
+                {"polar.key": plan.key},
+            )
+        except BaseException:
+            self.gateway.close_session(key)
+            raise
+        return Live(session_id, key, prepared)
+
+    def _instruction(self, instance: Instance) -> str:
+        return self.recipe.instruction.format(
+            problem_statement=instance.problem_statement,
+            repo=instance.repo,
+            instance_id=instance.instance_id,
+            workdir=self.recipe.runtime.workdir,
+        )
+
+    async def run(self, job: Job[SessionPlan], runtime: Live, deadline: float) -> HarnessRun:
+        return await self.docker.run(runtime.prepared, deadline, self.recipe.timeouts.agent)
+
+    async def discard(self, job: Job[SessionPlan], runtime: Live) -> None:
+        self.gateway.close_session(runtime.key)
+        await self.docker.discard(runtime.prepared)
+
+    async def postrun(self, job: Job[SessionPlan], runtime: Live | None, end: RunEnd, timings: Timings) -> SessionFacts:
+        plan = job.payload
+        harness_run = end.value if isinstance(end.value, HarnessRun) else None
+        finished = None
+        records: list[CaptureRecord] = []
+        session_id = runtime.session_id if runtime is not None else ""
+        if runtime is not None:
+            artifacts = self.run_dir / "artifacts" / session_id if self.recipe.output.keep_artifacts else None
+            try:
+                finished = await self.docker.finish(
+                    runtime.prepared, artifacts, harness_run.output if harness_run is not None else None
+                )
+            finally:
+                self.gateway.close_session(runtime.key)
+            records = await in_thread(self.executor, lambda: self._records(session_id))
+        build = await in_thread(self.executor, lambda: self._build(records))
+        evaluation, eval_seconds = None, 0.0
+        if finished is not None and not finished.error and harness_run is not None:
+            start = time.monotonic()
+            evaluation = await in_thread(self.executor, lambda: self._evaluate(plan, finished.patch))
+            eval_seconds = time.monotonic() - start
+            if self.recipe.output.keep_artifacts and evaluation.log:
+                path = self.run_dir / "artifacts" / session_id / "eval.log"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(evaluation.log)
+        return SessionFacts(
+            key=plan.key,
+            session_id=session_id,
+            instance=plan.instance,
+            harness=plan.harness.name,
+            attempt=plan.attempt,
+            model=self.model,
+            end=end,
+            harness_run=harness_run,
+            finished=finished,
+            records=records,
+            build=build,
+            evaluation=evaluation,
+            eval_seconds=eval_seconds,
+        )
+
+    def _records(self, session_id: str) -> list[CaptureRecord]:
+        self.gateway.flush()
+        path = session_file(self.gateway.capture.capture_dir, session_id)
+        return read_session(path) if path.exists() else []
+
+    def _build(self, records: list[CaptureRecord]) -> Build:
+        if self.recipe.builder.strategy == "per_request":
+            return per_request(records)
+        return prefix_merging(records, self.eot_token_id)
+
+    def _evaluate(self, plan: SessionPlan, patch: str) -> Evaluation:
+        options = EvalOptions(image=plan.image, timeout=self.recipe.timeouts.eval)
+        return run_job(self.runtime, EvalJob(plan.instance, patch, options, self.model))
+
+
+def plan_sessions(
+    instances: list[Instance],
+    harnesses: list[HarnessAdapter],
+    attempts: int,
+    image_of: Callable[[Instance], str],
+    bundles: dict[str, str],
+) -> list[SessionPlan]:
+    """Every (instance, harness, attempt), attempt-major: an interrupted run has covered instances evenly."""
+    from polar_cli.generate.state import session_key
+
+    return [
+        SessionPlan(session_key(i.instance_id, h.name, a), i, h, a, image_of(i), bundles[h.name])
+        for a in range(1, attempts + 1)
+        for i in instances
+        for h in harnesses
+    ]

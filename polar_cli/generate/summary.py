@@ -1,0 +1,131 @@
+"""The run's summary: attempts, acceptance per harness and per repo, tokens, wall time and GPU-hours.
+
+Computed from the state file alone (every segment of a resumed run counts, no corpus row is read), written to
+summary.json and shown as a rich table. GPU-hours are wall time x the engine's GPUs (the GPUs are held for the whole
+run, busy or not), so "accepted per GPU-hour" is the cost figure that matters on a rented box.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from polar_cli.corpus.writer import read_jsonl
+from polar_cli.generate.state import ERRORS, STATE, segments
+
+
+def _rate(accepted: int, attempts: int) -> float | None:
+    return round(accepted / attempts, 4) if attempts else None
+
+
+def _groups(entries: Iterable[Mapping[str, Any]], field: str) -> dict[str, dict[str, Any]]:
+    attempts: Counter[str] = Counter()
+    accepted: Counter[str] = Counter()
+    for e in entries:
+        attempts[e[field]] += 1
+        accepted[e[field]] += bool(e["accepted"])
+    return {
+        name: {"attempts": attempts[name], "accepted": accepted[name], "acceptance_rate": _rate(accepted[name], n)}
+        for name, n in sorted(attempts.items())
+    }
+
+
+def summarize(out: Path, *, gpus: int, planned: int, engine: str, model: str, segment: int) -> dict[str, Any]:
+    """summary.json's content for the run directory ``out``."""
+    entries = [e for e in read_jsonl(out / STATE) if e.get("type") == "session"] if (out / STATE).exists() else []
+    attempts = len(entries)
+    accepted = sum(bool(e["accepted"]) for e in entries)
+    wall = sum(end - start for _seg, start, end in segments(out))
+    gpu_hours = wall / 3600 * gpus
+    errors = list(read_jsonl(out / ERRORS)) if (out / ERRORS).exists() else []
+    stage_sums: dict[str, float] = defaultdict(float)
+    for e in entries:
+        for stage, seconds in (e.get("timing") or {}).items():
+            stage_sums[stage] += float(seconds)
+    return {
+        "run_dir": str(out),
+        "engine": engine,
+        "model": model,
+        "planned": planned,
+        "attempts": attempts,
+        "accepted": accepted,
+        "rejected": attempts - accepted,
+        "acceptance_rate": _rate(accepted, attempts),
+        "pending": max(planned - attempts, 0),
+        "errors_last_segment": sum(int(e.get("segment") or 0) == segment for e in errors),
+        "by_harness": _groups(entries, "harness"),
+        "by_repo": _groups(entries, "repo"),
+        "by_status": dict(Counter(e["status"] for e in entries)),
+        "reject_reasons": dict(Counter((e.get("reason") or "").split(":")[0] for e in entries if not e["accepted"])),
+        "tokens": {
+            "prompt": sum(int(e.get("prompt_tokens") or 0) for e in entries),
+            "completion": sum(int(e.get("completion_tokens") or 0) for e in entries),
+            "trainable": sum(int(e.get("trainable_tokens") or 0) for e in entries),
+        },
+        "model_calls": sum(int(e.get("calls") or 0) for e in entries),
+        "wall_seconds": round(wall, 1),
+        "segments": len(list(segments(out))),
+        "gpus": gpus,
+        "gpu_hours": round(gpu_hours, 4),
+        "accepted_per_gpu_hour": round(accepted / gpu_hours, 3) if gpu_hours > 0 else None,
+        "wall_seconds_per_accepted": round(wall / accepted, 2) if accepted else None,
+        "mean_stage_seconds": {k: round(v / attempts, 2) for k, v in sorted(stage_sums.items())} if attempts else {},
+    }
+
+
+def write_summary(out: Path, summary: Mapping[str, Any]) -> Path:
+    path = out / "summary.json"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
+    tmp.replace(path)
+    return path
+
+
+def _pct(rate: float | None) -> str:
+    return "-" if rate is None else f"{rate:.1%}"
+
+
+def render_summary(summary: Mapping[str, Any]) -> Any:
+    """A rich renderable of the summary."""
+    from rich.console import Group
+    from rich.table import Table
+
+    head = Table(title=f"polar generate: {summary['run_dir']}", show_header=False)
+    head.add_column("what")
+    head.add_column("value", justify="right")
+    tokens = summary["tokens"]
+    per_hour = summary["accepted_per_gpu_hour"]
+    for what, value in (
+        ("engine / model", f"{summary['engine']} / {summary['model']}"),
+        ("attempts (of planned)", f"{summary['attempts']} of {summary['planned']}"),
+        ("accepted", f"{summary['accepted']} ({_pct(summary['acceptance_rate'])})"),
+        ("errors, to retry", str(summary["errors_last_segment"])),
+        (
+            "tokens prompt / completion / trainable",
+            f"{tokens['prompt']} / {tokens['completion']} / {tokens['trainable']}",
+        ),
+        ("wall time", f"{summary['wall_seconds']:.0f} s over {summary['segments']} segment(s)"),
+        ("GPU-hours", f"{summary['gpu_hours']:.2f} ({summary['gpus']} GPUs)"),
+        ("accepted per GPU-hour", "-" if per_hour is None else f"{per_hour:.2f}"),
+    ):
+        head.add_row(what, value)
+    parts: list[Any] = [head]
+    for title, key in (("per harness", "by_harness"), ("per repo", "by_repo")):
+        table = Table(title=title)
+        for column in (title.split()[-1], "attempts", "accepted", "rate"):
+            table.add_column(column, justify="left" if column in ("harness", "repo") else "right")
+        for name, g in summary[key].items():
+            table.add_row(name, str(g["attempts"]), str(g["accepted"]), _pct(g["acceptance_rate"]))
+        parts.append(table)
+    if summary["reject_reasons"]:
+        reasons = Table(title="rejected because")
+        reasons.add_column("reason")
+        reasons.add_column("sessions", justify="right")
+        for reason, n in sorted(summary["reject_reasons"].items(), key=lambda kv: -kv[1]):
+            reasons.add_row(reason, str(n))
+        parts.append(reasons)
+    return Group(*parts)

@@ -1,0 +1,105 @@
+"""One entry point for every engine a recipe can name: an upstream object the gateway calls, ready and probed.
+
+- ``gold`` / ``noop``: a `ScriptedEngine` in this process (no server, no GPU).
+- ``sglang``: a running SGLang by URL, or one launched from the recipe (`launcher`) and then used the same way.
+- ``vllm``: a running vLLM by URL; ``server``: a running server by URL whose token fields ``dialect`` names.
+
+Whatever the kind, `open_engine` returns only after one tiny chat request proved the token fields come back
+(`gateway.probe.probe_engine`), so a misconfigured server fails the run before any container starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from concurrent.futures import Executor
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from polar_cli.config import EngineConfig
+from polar_cli.gateway.command import upstream_root
+from polar_cli.gateway.probe import probe_engine, served_model
+from polar_cli.gateway.upstream_client import Upstream, UpstreamClient
+from polar_cli.inference.gold import POLICIES
+from polar_cli.inference.launcher import SGLangServer, launch_sglang
+from polar_cli.inference.scripted import ScriptedEngine
+from polar_cli.inference.tokenizers import ChatTokenizer
+from polar_cli.translate.upstream import UpstreamOptions
+
+log = logging.getLogger("polar.engine")
+
+
+@dataclass
+class EngineHandle:
+    """A ready engine: what the gateway calls (``upstream``) and with which options."""
+
+    kind: str
+    upstream: Upstream  # UpstreamClient, or an in-process ScriptedEngine
+    options: UpstreamOptions
+    gpus: int
+    # the end-of-turn id the engine is known to use (scripted engines); None: detected from the capture
+    eot_token_id: int | None = None
+    scripted: ScriptedEngine | None = None
+    server: SGLangServer | None = None
+
+    @property
+    def model(self) -> str:
+        return self.options.model
+
+    async def close(self) -> None:
+        """Close the upstream connections and stop a launched server (idempotent)."""
+        try:
+            await self.upstream.close()
+        finally:
+            if self.server is not None:
+                server, self.server = self.server, None
+                await asyncio.get_running_loop().run_in_executor(None, server.stop)
+
+
+def _options(config: EngineConfig, model: str) -> UpstreamOptions:
+    return UpstreamOptions(
+        engine=config.upstream_dialect(),
+        model=model,
+        chat_template_kwargs=config.chat_template_kwargs,
+        max_tokens_cap=config.max_tokens_cap,
+        extra_body=config.extra_body,
+    )
+
+
+async def _probed(handle: EngineHandle) -> EngineHandle:
+    # probe_engine only calls post_json, which every upstream kind has
+    engine = await probe_engine(handle.upstream, handle.options)
+    handle.options = replace(handle.options, engine=engine)
+    return handle
+
+
+async def open_engine(config: EngineConfig, run_dir: Path, *, executor: Executor | None = None) -> EngineHandle:
+    """The engine ``config`` names, started if need be and probed; the caller must `EngineHandle.close` it."""
+    loop = asyncio.get_running_loop()
+    if config.kind in ("gold", "noop"):
+        assert config.tokenizer is not None  # checked by the recipe model
+        tokenizer = await loop.run_in_executor(executor, ChatTokenizer.load, config.tokenizer)
+        model = config.model or f"polar-{config.kind}"
+        scripted = ScriptedEngine(POLICIES[config.kind], tokenizer, model, executor=executor)
+        handle = EngineHandle(config.kind, scripted, _options(config, model), config.gpu_count(), tokenizer.eot_id)
+        handle.scripted = scripted
+        return await _probed(handle)
+    server: SGLangServer | None = None
+    if config.launches():
+        assert config.sglang is not None
+        server = await launch_sglang(config.sglang, run_dir / "logs" / "sglang.log")
+        url = server.url
+    else:
+        assert config.url is not None
+        url = upstream_root(config.url)
+    client = UpstreamClient(url, timeout=config.upstream_timeout)
+    handle = EngineHandle(config.kind, client, _options(config, "default"), config.gpu_count(), server=server)
+    try:
+        name = config.model or (config.sglang.served_model_name if config.sglang is not None else None)
+        handle.options = replace(handle.options, model=name or await served_model(client))
+        await _probed(handle)
+    except BaseException:
+        await handle.close()
+        raise
+    log.info("engine %s at %s: model %s, token fields %s", config.kind, url, handle.model, handle.options.engine)
+    return handle

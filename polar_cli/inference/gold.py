@@ -1,0 +1,193 @@
+"""Scripted policies: gold (apply the reference patch with the harness's own shell tool) and noop (do nothing).
+
+Gold validates instances and harness wiring without a GPU. It reads the tool definitions the harness sent (already
+normalised to OpenAI Chat by the gateway), finds the harness's shell tool (Claude Code's Bash, Codex's exec_command,
+Qwen Code's and Gemini CLI's run_shell_command, Pi's bash, or any tool whose schema takes a ``command``/``cmd``
+string), and while none of its calls has a result yet, calls it with a command that writes the patch to a file
+through a quoted heredoc and applies it in the workdir. Once a result is in the conversation it ends with a short
+final message. Through a real harness it yields an accepted trajectory for every valid instance.
+
+Noop answers every call with a final message and changes nothing: the negative control, every attempt must be
+rejected.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+# known shell tools first, in case a harness offers two tools that take a command
+SHELL_TOOLS = ("Bash", "bash", "exec_command", "run_shell_command", "shell")
+COMMAND_ARGS = ("command", "cmd")
+PATCH_FILE = "/tmp/polar-gold.patch"
+GOLD_DONE = "I applied the fix for the issue; the change is in the working tree."
+NOOP_DONE = "I looked at the task and left the repository unchanged."
+DESCRIPTION = "Apply the fix for the issue"
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    """What a scripted policy knows about the session it answers: the instance's reference patch and workdir."""
+
+    instance_id: str
+    patch: str
+    workdir: str = "/testbed"
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptedTurn:
+    """One assistant turn: text and tool calls (name, arguments)."""
+
+    content: str
+    tool_calls: tuple[tuple[str, dict[str, Any]], ...] = ()
+
+
+class Policy(Protocol):
+    name: str
+
+    def next_turn(self, body: Mapping[str, Any], task: Task | None) -> ScriptedTurn: ...
+
+
+def offered_functions(body: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    """The function tools of a chat request, by name."""
+    out: dict[str, Mapping[str, Any]] = {}
+    for tool in body.get("tools") or ():
+        function = tool.get("function") if isinstance(tool, Mapping) else None
+        if isinstance(function, Mapping) and isinstance(function.get("name"), str):
+            out[function["name"]] = function
+    return out
+
+
+def _properties(function: Mapping[str, Any]) -> Mapping[str, Any]:
+    schema = function.get("parameters")
+    props = schema.get("properties") if isinstance(schema, Mapping) else None
+    return props if isinstance(props, Mapping) else {}
+
+
+def command_argument(function: Mapping[str, Any]) -> str | None:
+    """The argument a shell tool takes its command line in, from its JSON schema."""
+    props = _properties(function)
+    for key in COMMAND_ARGS:
+        spec = props.get(key)
+        if isinstance(spec, Mapping) and spec.get("type") in ("string", None):
+            return key
+    return None
+
+
+def find_shell_tool(functions: Mapping[str, Mapping[str, Any]]) -> str | None:
+    """The harness's shell tool: a known name that takes a command, else the first tool that does."""
+    for name in SHELL_TOOLS:
+        if name in functions and command_argument(functions[name]) is not None:
+            return name
+    return next((name for name, fn in functions.items() if command_argument(fn) is not None), None)
+
+
+def shell_arguments(function: Mapping[str, Any], command: str) -> dict[str, Any]:
+    """Arguments for a shell tool call: the command, plus a value for every other required string or boolean."""
+    key = command_argument(function)
+    assert key is not None
+    args: dict[str, Any] = {key: command}
+    schema = function.get("parameters")
+    required = schema.get("required") if isinstance(schema, Mapping) else None
+    props = _properties(function)
+    for name in required if isinstance(required, list) else ():
+        spec = props.get(name)
+        kind = spec.get("type") if isinstance(spec, Mapping) else None
+        if name in args:
+            continue
+        if kind == "string":
+            args[name] = DESCRIPTION
+        elif kind == "boolean":
+            args[name] = False
+    return args
+
+
+def heredoc_delimiter(text: str) -> str:
+    """A heredoc delimiter that is no line of ``text`` (derived from its digest, lengthened on the odd clash)."""
+    lines = set(text.splitlines())
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    for size in range(8, len(digest) + 1, 4):
+        delimiter = f"POLAR_GOLD_PATCH_{digest[:size]}"
+        if delimiter not in lines:
+            return delimiter
+    raise ValueError("no free heredoc delimiter")  # every digest prefix is a line of the patch: not a real patch
+
+
+# what some harnesses' shell tools refuse to run even inside a quoted heredoc (Gemini CLI: command substitution)
+_SUBSTITUTIONS = ("`", "$(", "<(", ">(")
+
+
+def needs_encoding(patch: str) -> bool:
+    """Whether the patch must travel base64-encoded: it holds substitution syntax or control characters."""
+    if any(token in patch for token in _SUBSTITUTIONS):
+        return True
+    return any(ord(c) < 32 and c not in "\t\n" for c in patch)
+
+
+def apply_patch_command(patch: str, workdir: str) -> str:
+    """Shell text that writes ``patch`` to a file byte for byte and applies it in ``workdir``.
+
+    The patch goes in a quoted heredoc (no expansion; readable in the trajectory), or base64-encoded in one when
+    `needs_encoding` says a harness would refuse or alter the plain text. ``git apply`` first, ``patch -p1`` as
+    SWE-bench's fallback (``--forward``: a harness that runs the command twice must not revert the fix). No cleanup
+    step: Codex refuses commands with ``rm -f``, and the file is outside the repository.
+    """
+    body = patch if patch.endswith("\n") else patch + "\n"
+    target = shlex.quote(PATCH_FILE)
+    if needs_encoding(body):
+        encoded = base64.encodebytes(body.encode()).decode()
+        write = f"base64 -d > {target} <<'{heredoc_delimiter(encoded)}'\n{encoded}{heredoc_delimiter(encoded)}\n"
+    else:
+        write = f"cat > {target} <<'{heredoc_delimiter(body)}'\n{body}{heredoc_delimiter(body)}\n"
+    apply = f"{{ git apply --verbose {target} || patch --batch --forward -p1 -i {target}; }}"
+    return f"{write}cd {shlex.quote(workdir)} && {apply}"
+
+
+def has_tool_result(body: Mapping[str, Any]) -> bool:
+    """Whether the conversation holds a tool result. Any result counts: some APIs pair results with calls by name,
+    not id (Gemini), and gold makes one call per session."""
+    return any(isinstance(m, Mapping) and m.get("role") == "tool" for m in body.get("messages") or ())
+
+
+class GoldPolicy:
+    name = "gold"
+
+    def next_turn(self, body: Mapping[str, Any], task: Task | None) -> ScriptedTurn:
+        functions = offered_functions(body)
+        shell = find_shell_tool(functions)
+        # side requests (titles, summaries) offer no shell tool; calls of unbound sessions get no patch
+        if shell is None or task is None or not task.patch.strip() or has_tool_result(body):
+            return ScriptedTurn(GOLD_DONE)
+        command = apply_patch_command(task.patch, task.workdir)
+        return ScriptedTurn("", ((shell, shell_arguments(functions[shell], command)),))
+
+
+class NoopPolicy:
+    name = "noop"
+
+    def next_turn(self, body: Mapping[str, Any], task: Task | None) -> ScriptedTurn:
+        return ScriptedTurn(NOOP_DONE)
+
+
+POLICIES: dict[str, Policy] = {"gold": GoldPolicy(), "noop": NoopPolicy()}
+
+
+def arguments_json(arguments: Mapping[str, Any]) -> str:
+    """Tool-call arguments as the JSON string servers send (json.dumps spacing, as chat templates' tojson)."""
+    return json.dumps(arguments, ensure_ascii=False)
+
+
+def turn_message(turn: ScriptedTurn, call_ids: Sequence[str]) -> dict[str, Any]:
+    """The turn as an OpenAI chat assistant message."""
+    message: dict[str, Any] = {"role": "assistant", "content": turn.content}
+    if turn.tool_calls:
+        message["tool_calls"] = [
+            {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments_json(args)}}
+            for call_id, (name, args) in zip(call_ids, turn.tool_calls, strict=True)
+        ]
+    return message

@@ -1,0 +1,82 @@
+"""The gateway proxy inside the node: same event loop as the stage pools, one session key per harness session.
+
+The node opens a session before its harness starts (the key goes into the harness's config as its API key) and
+closes it after the run. Scripted engines answer per session (gold applies that instance's patch), so the node's
+gateway tells the engine which session a call belongs to: it sets `inference.scripted.SESSION_KEY` to the call's key
+for the duration of the call. Real engines never look at it.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from polar_cli.capture import CaptureWriter
+from polar_cli.gateway.handler import Gateway, Reply
+from polar_cli.gateway.server import GatewayServer
+from polar_cli.gateway.sessions import SessionRegistry, api_key
+from polar_cli.inference.engines import EngineHandle
+from polar_cli.inference.gold import Task
+from polar_cli.inference.scripted import SESSION_KEY
+from polar_cli.wire.http11 import Request
+
+log = logging.getLogger("polar.node")
+
+
+class SessionAwareGateway(Gateway):
+    """A `Gateway` that exposes the calling session's key to the engine (a context variable, per call)."""
+
+    async def handle(self, request: Request) -> Reply:
+        token = SESSION_KEY.set(api_key(request.headers, request.query))
+        try:
+            return await super().handle(request)
+        finally:
+            SESSION_KEY.reset(token)
+
+
+class NodeGateway:
+    """The proxy, its session registry and its capture writer, for one node."""
+
+    def __init__(self, engine: EngineHandle, capture_dir: Path, *, host: str = "127.0.0.1", url: str | None = None):
+        self.engine = engine
+        self.host = host
+        self._public_url = url
+        self.sessions = SessionRegistry()
+        self.capture = CaptureWriter(capture_dir)
+        gateway = SessionAwareGateway(
+            upstream=engine.upstream, options=engine.options, sessions=self.sessions, capture=self.capture
+        )
+        self.server = GatewayServer(gateway)
+        self.url = ""
+
+    async def start(self, port: int = 0) -> str:
+        """Listen; returns the URL harnesses reach the gateway at."""
+        _host, bound = await self.server.start(self.host, port)
+        self.url = self._public_url or f"http://{self.host}:{bound}"
+        log.info("gateway on %s:%d (harnesses use %s), model %s", self.host, bound, self.url, self.engine.model)
+        return self.url
+
+    def open_session(self, session_id: str, task: Task | None) -> str:
+        """Register a session; returns the key its harness sends as its API key. Call on the event loop."""
+        key = self.sessions.open(session_id)
+        if self.engine.scripted is not None and task is not None:
+            self.engine.scripted.bind(key, task)
+        return key
+
+    def close_session(self, key: str) -> None:
+        session = self.sessions.close(key)
+        if session is not None:
+            self.capture.forget(session.id)
+        if self.engine.scripted is not None:
+            self.engine.scripted.unbind(key)
+
+    def flush(self) -> None:
+        """Block until every capture record so far is on disk (call from a worker thread)."""
+        self.capture.flush()
+
+    async def stop(self) -> None:
+        """Stop listening and close the upstream connections; capture records are flushed and the writer closed."""
+        try:
+            await self.server.stop()
+        finally:
+            self.capture.close()

@@ -1,0 +1,300 @@
+"""Stage pools: sessions flow INIT -> READY -> RUN -> POSTRUN, each stage with its own bound, in one event loop.
+
+The stage functions are injected (`Stages`), so the same scheduler drives Docker containers in `polar generate` and
+sleeps in the tests and the benchmark. Every transition happens in `StagePools._advance`, synchronously, so these
+rules hold at every point another coroutine can observe:
+
+- Rule 1, READY feeds RUN first: while a RUN slot is free and READY holds a runtime, it starts running. A RUN slot
+  is never idle while READY is not empty (the GPUs wait for nothing that is ready).
+- Rule 2, the READY buffer bounds how far INIT runs ahead: a new INIT starts only while sessions in INIT, READY and
+  RUN number fewer than RUN slots + READY size. With every RUN slot busy, READY plus INIT in flight stays within the
+  buffer; with a buffer of 0 a RUN slot is reserved before INIT starts (the naive pipeline, for comparison).
+- Rule 3, POSTRUN never blocks RUN: a session leaving RUN frees its slot at once and queues for a POSTRUN worker.
+- Rule 4, backpressure from POSTRUN: while more sessions wait for a POSTRUN worker than there are workers, no new
+  INIT starts (a waiting session still holds its container; grading that cannot keep up must not pile them up).
+
+The session timeout starts when INIT starts and covers READY and RUN. INIT past the deadline, a READY wait past it,
+or a run stage that overruns it (plus a grace: stage functions enforce the deadline themselves, the pool only backs
+them up) end the session with reason ``timeout``; POSTRUN always runs, so a partial session keeps what it made.
+Cancelling `StagePools.run` (Ctrl-C) cancels every stage task and hands initialised runtimes to `Stages.discard`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Generic, Literal, Protocol, TypeVar
+
+log = logging.getLogger("polar.node")
+
+T = TypeVar("T")
+R = TypeVar("R")
+O = TypeVar("O")  # noqa: E741
+O_co = TypeVar("O_co", covariant=True)
+EndReason = Literal["ok", "timeout", "init_error", "run_error"]
+Clock = Callable[[], float]
+
+
+@dataclass(frozen=True, slots=True)
+class Job(Generic[T]):
+    """One session to run: a stable key, what the stages need, and its timeout (seconds from INIT start)."""
+
+    key: str
+    payload: T
+    timeout: float
+
+
+@dataclass(slots=True)
+class Timings:
+    """Seconds spent in each stage (POSTRUN's own parts, like eval, are the stage's business)."""
+
+    init: float = 0.0
+    ready_wait: float = 0.0
+    run: float = 0.0
+    postrun: float = 0.0
+
+    def to_dict(self) -> dict[str, float]:
+        return {k: round(getattr(self, k), 3) for k in ("init", "ready_wait", "run", "postrun")}
+
+
+@dataclass(frozen=True, slots=True)
+class RunEnd:
+    """How a session left INIT / READY / RUN: ``value`` is what the run stage returned (None if it did not finish)."""
+
+    reason: EndReason
+    value: Any = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PoolLimits:
+    init: int
+    run: int
+    postrun: int
+    ready: int
+
+    def __post_init__(self) -> None:
+        if min(self.init, self.run, self.postrun) < 1 or self.ready < 0:
+            raise ValueError(f"pool limits must be >= 1 (ready >= 0): {self}")
+
+
+class Stages(Protocol[T, R, O_co]):
+    async def init(self, job: Job[T], deadline: float) -> R:
+        """Make the session's runtime ready to run; ``deadline`` is on the pool's clock."""
+        ...
+
+    async def run(self, job: Job[T], runtime: R, deadline: float) -> Any:
+        """Run the agent; must stop by ``deadline`` (the pool cancels it a grace period later)."""
+        ...
+
+    async def postrun(self, job: Job[T], runtime: R | None, end: RunEnd, timings: Timings) -> O_co:
+        """Collect, grade, write and clean up; ``runtime`` is None when INIT failed."""
+        ...
+
+    async def discard(self, job: Job[T], runtime: R) -> None:
+        """Clean up a runtime whose session was cancelled before POSTRUN."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    queued_done: bool
+    init: int
+    ready: int
+    running: int
+    postrun: int
+    finished: int
+    failed: int
+    run_started: int  # sessions that have entered RUN so far
+
+
+@dataclass(slots=True)
+class _Session(Generic[T, R]):
+    job: Job[T]
+    started: float = 0.0
+    deadline: float = 0.0
+    runtime: R | None = None
+    end: RunEnd | None = None
+    timings: Timings = field(default_factory=Timings)
+    mark: float = 0.0  # when the current stage began
+
+
+class StagePools(Generic[T, R, O]):
+    """Runs jobs through the stages under `PoolLimits`; results go to ``on_result`` as each session finishes."""
+
+    def __init__(
+        self,
+        stages: Stages[T, R, O],
+        limits: PoolLimits,
+        on_result: Callable[[Job[T], O, Timings], None],
+        *,
+        on_change: Callable[[Snapshot], None] | None = None,
+        clock: Clock = time.monotonic,
+        run_grace: float = 30.0,
+    ) -> None:
+        self.stages = stages
+        self.limits = limits
+        self.on_result = on_result
+        self.on_change = on_change
+        self.clock = clock
+        self.run_grace = run_grace
+        self._jobs: Iterator[Job[T]] = iter(())
+        self._jobs_done = False
+        self._init = 0
+        self._ready: deque[_Session[T, R]] = deque()
+        self._running = 0
+        self._post = 0
+        self._post_queue: deque[_Session[T, R]] = deque()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._held: dict[int, _Session[T, R]] = {}  # sessions whose runtime exists, for cancellation
+        self._idle: asyncio.Event | None = None
+        self.finished = 0
+        self.failed = 0
+        self.run_started = 0
+        # RUN-slot occupancy: integral of busy slots over time
+        self.busy_seconds = 0.0
+        self._busy_since = 0.0
+
+    # ---- observation ------------------------------------------------------------------------------------------
+
+    def snapshot(self) -> Snapshot:
+        return Snapshot(
+            self._jobs_done, self._init, len(self._ready), self._running, self._post + len(self._post_queue),
+            self.finished, self.failed, self.run_started,
+        )  # fmt: skip
+
+    def _account(self) -> None:
+        now = self.clock()
+        self.busy_seconds += self._running * (now - self._busy_since)
+        self._busy_since = now
+
+    # ---- the run ----------------------------------------------------------------------------------------------
+
+    async def run(self, jobs: Iterable[Job[T]]) -> None:
+        """Run every job to the end of POSTRUN. Cancelled: every stage task is cancelled and runtimes discarded."""
+        self._jobs = iter(jobs)
+        self._idle = asyncio.Event()
+        self._busy_since = self.clock()
+        self._advance()
+        try:
+            await self._idle.wait()
+        finally:
+            await self._cancel_all()
+
+    def _advance(self) -> None:
+        self._account()
+        # Rule 1: READY feeds free RUN slots before anything else happens
+        while self._ready and self._running < self.limits.run:
+            self._start(self._run(self._ready.popleft()))
+            self._running += 1
+            self.run_started += 1
+        # Rule 3: POSTRUN has its own workers
+        while self._post_queue and self._post < self.limits.postrun:
+            self._start(self._postrun(self._post_queue.popleft()))
+            self._post += 1
+        # Rule 2: INIT runs ahead only as far as the READY buffer allows; Rule 4: nor while POSTRUN is backed up
+        while (
+            not self._jobs_done
+            and self._init < self.limits.init
+            and len(self._post_queue) <= self.limits.postrun
+            and self._init + len(self._ready) + self._running < self.limits.run + self.limits.ready
+        ):
+            job = next(self._jobs, None)
+            if job is None:
+                self._jobs_done = True
+                break
+            self._start(self._init_stage(_Session(job)))
+            self._init += 1
+        if self.on_change is not None:
+            self.on_change(self.snapshot())
+        idle = not (self._init or self._ready or self._running or self._post or self._post_queue)
+        if self._jobs_done and idle and self._idle is not None:
+            self._idle.set()
+
+    def _start(self, coro: Any) -> None:
+        task: asyncio.Task[None] = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _init_stage(self, s: _Session[T, R]) -> None:
+        s.started = s.mark = self.clock()
+        s.deadline = s.started + s.job.timeout
+        try:
+            async with asyncio.timeout(s.job.timeout):
+                s.runtime = await self.stages.init(s.job, s.deadline)
+            self._held[id(s)] = s
+        except TimeoutError:
+            s.end = RunEnd("timeout", error=f"INIT did not finish within the {s.job.timeout:g} s session timeout")
+        except Exception as exc:
+            log.warning("session %s: INIT failed: %s", s.job.key, exc)
+            s.end = RunEnd("init_error", error=str(exc) or type(exc).__name__)
+        finally:
+            self._init -= 1
+        now = self.clock()
+        s.timings.init, s.mark = now - s.mark, now
+        (self._ready if s.end is None else self._post_queue).append(s)
+        self._advance()
+
+    async def _run(self, s: _Session[T, R]) -> None:
+        now = self.clock()
+        s.timings.ready_wait, s.mark = now - s.mark, now
+        try:
+            left = s.deadline - now
+            if left <= 0:
+                s.end = RunEnd("timeout", error="the session timeout passed while it waited in READY")
+            else:
+                async with asyncio.timeout(left + self.run_grace):
+                    value = await self.stages.run(s.job, s.runtime, s.deadline)  # type: ignore[arg-type]
+                s.end = RunEnd("ok", value)
+        except TimeoutError:
+            s.end = RunEnd("timeout", error=f"RUN overran the {s.job.timeout:g} s session timeout")
+        except Exception as exc:
+            log.warning("session %s: RUN failed: %s", s.job.key, exc)
+            s.end = RunEnd("run_error", error=str(exc) or type(exc).__name__)
+        finally:
+            self._account()
+            self._running -= 1
+        now = self.clock()
+        s.timings.run, s.mark = now - s.mark, now
+        self._post_queue.append(s)
+        self._advance()
+
+    async def _postrun(self, s: _Session[T, R]) -> None:
+        s.mark = self.clock()
+        assert s.end is not None
+        try:
+            result = await self.stages.postrun(s.job, s.runtime, s.end, s.timings)
+            self._held.pop(id(s), None)
+            s.timings.postrun = self.clock() - s.mark
+            self.finished += 1
+            self.on_result(s.job, result, s.timings)
+        except Exception:
+            self._held.pop(id(s), None)
+            self.failed += 1
+            log.exception("session %s: POSTRUN failed", s.job.key)
+        finally:
+            self._post -= 1
+        self._advance()
+
+    async def _cancel_all(self) -> None:
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        held, self._held = list(self._held.values()), {}
+        for s in held:
+            if s.runtime is not None:
+                try:
+                    await self.stages.discard(s.job, s.runtime)
+                except Exception:
+                    log.exception("session %s: discarding its runtime failed", s.job.key)
+        self._account()
+
+    def occupancy(self, elapsed: float) -> float:
+        """Mean fraction of RUN slots busy over ``elapsed`` seconds."""
+        return self.busy_seconds / (self.limits.run * elapsed) if elapsed > 0 else 0.0

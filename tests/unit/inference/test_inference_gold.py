@@ -1,0 +1,154 @@
+"""The gold policy: the shell tool of every recorded harness, the patch command run by a real bash in a real git
+repository (hostile patches included), the turn sequence; and noop."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from polar_cli.inference.gold import (
+    GOLD_DONE,
+    NOOP_DONE,
+    GoldPolicy,
+    NoopPolicy,
+    Task,
+    apply_patch_command,
+    find_shell_tool,
+    heredoc_delimiter,
+    needs_encoding,
+    offered_functions,
+    shell_arguments,
+)
+from polar_cli.translate.registry import CODECS, route_for_path
+from polar_cli.translate.upstream import UpstreamOptions, chat_body
+
+RECORDED = Path(__file__).resolve().parents[2] / "data" / "harness_requests"
+EXPECTED = {
+    "claude-code": ("Bash", "command"),
+    "codex": ("exec_command", "cmd"),
+    "gemini-cli": ("run_shell_command", "command"),
+    "opencode": ("bash", "command"),
+    "pi": ("bash", "command"),
+    "qwen-code": ("run_shell_command", "command"),
+}
+
+
+def upstream_body(harness: str) -> dict[str, Any]:
+    """The OpenAI Chat body the gateway sends upstream for the harness's first recorded request with tools."""
+    for line in (RECORDED / f"{harness}.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        route = route_for_path(row["path"]) if isinstance(row.get("body"), dict) else None
+        if route is None:
+            continue
+        body = chat_body(CODECS[route.api].decode_request(row["body"], route), UpstreamOptions(), "rid")
+        if body.get("tools"):
+            return body
+    raise AssertionError(f"no recorded {harness} request with tools")
+
+
+@pytest.mark.parametrize("harness", sorted(EXPECTED))
+def test_finds_each_harness_shell_tool_and_its_command_argument(harness: str) -> None:
+    body = upstream_body(harness)
+    functions = offered_functions(body)
+    tool, arg = EXPECTED[harness]
+    assert find_shell_tool(functions) == tool
+    args = shell_arguments(functions[tool], "echo hi")
+    assert args[arg] == "echo hi"
+    required = functions[tool]["parameters"].get("required") or []
+    assert set(required) <= set(args), f"{tool} needs {required}, got {sorted(args)}"
+
+    turn = GoldPolicy().next_turn(body, Task("i", "diff --git a/x b/x\n", "/testbed"))
+    assert turn.content == "" and [name for name, _ in turn.tool_calls] == [tool]
+    command = turn.tool_calls[0][1][arg]
+    # Codex refuses rm -f; Gemini CLI refuses command substitution even inside a quoted heredoc
+    assert "rm -f" not in command and not needs_encoding(command.split("\n", 1)[1])
+
+
+def test_turns_tool_call_then_final_and_noop_never_acts() -> None:
+    body = upstream_body("pi")
+    task = Task("i", "diff --git a/x b/x\n", "/testbed")
+    assert GoldPolicy().next_turn(body, task).tool_calls
+    answered = {**body, "messages": [*body["messages"], {"role": "tool", "tool_call_id": "c", "content": "ok"}]}
+    assert GoldPolicy().next_turn(answered, task).content == GOLD_DONE
+    assert GoldPolicy().next_turn({**body, "tools": []}, task).tool_calls == ()  # a side request without tools
+    assert GoldPolicy().next_turn(body, None).tool_calls == ()  # a call no session is bound to
+    assert GoldPolicy().next_turn(body, Task("i", "  ", "/testbed")).tool_calls == ()
+    assert NoopPolicy().next_turn(body, task).content == NOOP_DONE
+    assert NoopPolicy().next_turn(body, task).tool_calls == ()
+
+
+def test_a_tool_with_no_known_name_is_found_by_its_schema() -> None:
+    functions = {
+        "read": {"name": "read", "parameters": {"properties": {"path": {"type": "string"}}}},
+        "terminal": {
+            "name": "terminal",
+            "parameters": {
+                "properties": {"cmd": {"type": "string"}, "why": {"type": "string"}, "bg": {"type": "boolean"}},
+                "required": ["cmd", "why", "bg"],
+            },
+        },
+    }
+    assert find_shell_tool(functions) == "terminal"
+    expected = {"cmd": "ls", "why": "Apply the fix for the issue", "bg": False}
+    assert shell_arguments(functions["terminal"], "ls") == expected
+    assert find_shell_tool({"read": functions["read"]}) is None
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout
+
+
+def make_patch(repo: Path, files: dict[str, bytes]) -> str:
+    """A git patch (against HEAD) that turns the repo's files into ``files``; the work tree is reset afterwards."""
+    for name, data in files.items():
+        (repo / name).write_bytes(data)
+    git(repo, "add", "-A")
+    patch = subprocess.run(
+        ["git", "diff", "--cached", "--binary"], cwd=repo, check=True, capture_output=True
+    ).stdout.decode("utf-8")
+    git(repo, "reset", "-q", "--hard", "HEAD")
+    return patch
+
+
+HOSTILE = {
+    "plain.py": b"def f():\n    return 1\n",
+    "ticks.py": b'"""Use ``path`` and `x` and $(rm -rf /) and <(cat) and ${HOME}."""\n',
+    "crlf.txt": b"one\r\ntwo\r\n",
+    "unicode.txt": "caf\u00e9 \u65e5\u672c \U0001f680 \\n 'q' \"dq\"\n".encode(),
+    "tabs.txt": b"\tindented\t\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_the_command_applies_the_patch_byte_for_byte(name: str, tmp_path: Path) -> None:
+    repo = tmp_path / "testbed"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    (repo / name).write_bytes(b"original\n")
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "base")
+    patch = make_patch(repo, {name: HOSTILE[name], "new_file.txt": b"created\n"})
+    command = apply_patch_command(patch, str(repo))
+    assert needs_encoding(patch) == (name in ("ticks.py", "crlf.txt"))
+    if needs_encoding(patch):
+        assert "`" not in command and "$(" not in command and "base64 -d" in command
+    else:
+        assert patch in command  # readable in the trajectory
+    done = subprocess.run(["bash", "-c", command], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert (repo / name).read_bytes() == HOSTILE[name]
+    assert (repo / "new_file.txt").read_bytes() == b"created\n"
+    # it can be run again only as a no-op failure: the patch is not applied twice
+    assert subprocess.run(["bash", "-c", command], capture_output=True).returncode != 0
+
+
+def test_heredoc_delimiter_is_never_a_line_of_the_text() -> None:
+    text = "a\nb\n"
+    first = heredoc_delimiter(text)
+    assert first not in text.splitlines()
+    clashing = text + first + "\n"
+    assert heredoc_delimiter(clashing) not in clashing.splitlines()
