@@ -50,6 +50,13 @@ class Reply:
 
 
 @dataclass(slots=True)
+class CallState:
+    """Shared by a connection and the call it serves: while the call waits on the model, a hang-up cancels it."""
+
+    waiting_upstream: bool = False
+
+
+@dataclass(slots=True)
 class _Call:
     """What one call has learned so far, for its capture record."""
 
@@ -80,8 +87,10 @@ class Gateway:
         # call ids: a random per-process prefix and a counter (uuid4 per call costs an urandom read on the hot path)
         self._id_prefix = secrets.token_hex(6)
         self._ids = itertools.count()
+        # aborts sent for calls whose harness hung up; awaited on close so none is dropped mid-flight
+        self._aborts: set[asyncio.Task[None]] = set()
 
-    async def handle(self, request: Request) -> Reply:
+    async def handle(self, request: Request, state: CallState | None = None) -> Reply:
         if request.path == "/health":
             return Reply(200, b'{"status":"ok"}')
         codec = error_codec_for_path(request.path)
@@ -108,14 +117,18 @@ class Gateway:
         except RequestError as exc:
             self._record(call, "client_error", error=exc.message)
             return _error(codec, exc.status, exc.kind, exc.message)
-        return await self._call_upstream(codec, call, chat)
+        return await self._call_upstream(codec, call, chat, state or CallState())
 
-    async def _call_upstream(self, codec: Codec, call: _Call, chat: ChatRequest) -> Reply:
+    async def _call_upstream(self, codec: Codec, call: _Call, chat: ChatRequest, state: CallState) -> Reply:
         completion_id = f"{self._id_prefix}{next(self._ids):012x}"
         call.upstream_body = chat_body(chat, self.options, rid=completion_id)
         call.upstream_bytes = orjson.dumps(call.upstream_body)
         try:
-            response = await self.upstream.post_json(UPSTREAM_PATH, call.upstream_bytes)
+            state.waiting_upstream = True
+            try:
+                response = await self.upstream.post_json(UPSTREAM_PATH, call.upstream_bytes)
+            finally:
+                state.waiting_upstream = False
             if response.status != 200:
                 raise upstream_error(response.status, response.body)
             try:
@@ -136,7 +149,9 @@ class Gateway:
             # the harness hung up: free the server's slot, keep a record of the attempt
             self._record(call, "client_error", error="client disconnected before the answer")
             if self.options.engine != "vllm":
-                asyncio.get_running_loop().create_task(self._abort(completion_id))
+                task = asyncio.get_running_loop().create_task(self._abort(completion_id))
+                self._aborts.add(task)
+                task.add_done_callback(self._aborts.discard)
             raise
         completion = _completion(completion_id, chat, answer, codec.tool_call_id_prefix, call.started)
         self._record(call, "ok", answer=answer)
@@ -146,6 +161,12 @@ class Gateway:
             # streamGenerateContent without alt=sse answers one JSON array of chunks
             return Reply(200, b"[" + orjson.dumps(codec.encode_response(chat, completion)) + b"]")
         return Reply(200, b"", "text/event-stream", stream=codec.encode_stream(chat, completion))
+
+    async def close(self) -> None:
+        """Finish the aborts still under way (bounded), then close the upstream connections."""
+        if self._aborts:
+            await asyncio.wait(self._aborts, timeout=5)
+        await self.upstream.close()
 
     async def _abort(self, rid: str) -> None:
         try:

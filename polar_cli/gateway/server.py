@@ -1,7 +1,9 @@
 """The gateway's HTTP/1.1 server on raw asyncio: the protocol only moves bytes, the `Gateway` does the work.
 
-One request is in flight per connection; pipelined requests wait in the parser's buffer, and reading pauses while a
-request is being served, so a client cannot make the server buffer more than one message ahead.
+One request is in flight per connection; pipelined requests wait in the parser's buffer (reading pauses once more
+than `PIPELINE_BUFFER` bytes wait). Reading goes on while a request is served so that a hang-up is seen: a client that
+closes while its call waits on the model is gone, and the call is cancelled (the handler then frees the server's slot
+with SGLang's abort). A call that is not waiting on the model is still answered after an EOF (half-close).
 
 Timers, all per connection:
 - ``idle_timeout``: a kept-alive connection with no request in progress is closed after this long.
@@ -20,7 +22,7 @@ from dataclasses import dataclass, field
 
 import orjson
 
-from polar_cli.gateway.handler import Gateway, Reply
+from polar_cli.gateway.handler import CallState, Gateway, Reply
 from polar_cli.translate.registry import error_codec_for_path
 from polar_cli.wire.http11 import (
     CONTINUE,
@@ -36,6 +38,9 @@ from polar_cli.wire.http11 import (
 )
 
 log = logging.getLogger("polar.server")
+
+# bytes of pipelined requests a connection may send ahead of the one being served before reading pauses
+PIPELINE_BUFFER = 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +61,7 @@ class GatewayProtocol(asyncio.Protocol):
         self._timer: asyncio.TimerHandle | None = None
         self._reading_request = False
         self._sent_continue = False
+        self._call = CallState()
 
     # -- asyncio callbacks ---------------------------------------------------------------------------------------
 
@@ -67,13 +73,21 @@ class GatewayProtocol(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self._parser.receive_data(data)
-        if not self._reading_request and self._task is None:
+        if self._task is not None:
+            if self._parser.buffered > PIPELINE_BUFFER and self._transport is not None:
+                self._transport.pause_reading()
+            return
+        if not self._reading_request:
             self._reading_request = True
             self._arm(self._limits.request_timeout)
         self._pump()
 
     def eof_received(self) -> bool:
         self._parser.receive_data(b"")
+        if self._task is not None:
+            if self._call.waiting_upstream:
+                self._task.cancel()
+            return True
         self._pump()
         return True  # keep the transport open until our answer is written
 
@@ -105,13 +119,15 @@ class GatewayProtocol(asyncio.Protocol):
         self._reading_request = False
         self._sent_continue = False
         self._disarm()
-        self._transport.pause_reading()
+        self._call = CallState()
         self._task = asyncio.get_running_loop().create_task(self._serve(event))
 
     async def _serve(self, request: Request) -> None:
         try:
-            reply = await self._gateway.handle(request)
+            reply = await self._gateway.handle(request, self._call)
         except asyncio.CancelledError:
+            self._task = None
+            self._close()
             return
         except Exception:
             log.exception("handler crashed on %s %s", request.method, request.path)
@@ -125,6 +141,9 @@ class GatewayProtocol(asyncio.Protocol):
         self._write(transport, reply, request.keep_alive)
         self._task = None
         if not request.keep_alive:
+            self._close()
+            return
+        if self._parser.peer_closed:
             self._close()
             return
         transport.resume_reading()
@@ -205,4 +224,4 @@ class GatewayServer:
                 conn._close()
             with contextlib.suppress(Exception):
                 await self._server.wait_closed()
-        await self.gateway.upstream.close()
+        await self.gateway.close()

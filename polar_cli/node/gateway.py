@@ -12,7 +12,7 @@ import logging
 from pathlib import Path
 
 from polar_cli.capture import CaptureWriter
-from polar_cli.gateway.handler import Gateway, Reply
+from polar_cli.gateway.handler import CallState, Gateway, Reply
 from polar_cli.gateway.server import GatewayServer
 from polar_cli.gateway.sessions import SessionRegistry, api_key
 from polar_cli.inference.engines import EngineHandle
@@ -26,10 +26,10 @@ log = logging.getLogger("polar.node")
 class SessionAwareGateway(Gateway):
     """A `Gateway` that exposes the calling session's key to the engine (a context variable, per call)."""
 
-    async def handle(self, request: Request) -> Reply:
+    async def handle(self, request: Request, state: CallState | None = None) -> Reply:
         token = SESSION_KEY.set(api_key(request.headers, request.query))
         try:
-            return await super().handle(request)
+            return await super().handle(request, state)
         finally:
             SESSION_KEY.reset(token)
 

@@ -30,11 +30,16 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningGateway
         yield gw
 
 
-def exchange(port: int, data: bytes, *, timeout: float = 5.0) -> bytes:
-    """Send raw bytes, half-close, and read whatever comes back until the server closes."""
+def exchange(port: int, data: bytes, *, timeout: float = 5.0, half_close: bool = True) -> bytes:
+    """Send raw bytes, half-close (unless told not to), and read whatever comes back until the server closes.
+
+    A half-close while a call waits on the model counts as a hang-up (the call is cancelled), so requests that reach
+    the upstream are sent without it (they carry ``connection: close``).
+    """
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
         s.sendall(data)
-        s.shutdown(socket.SHUT_WR)
+        if half_close:
+            s.shutdown(socket.SHUT_WR)
         chunks = []
         while chunk := s.recv(65536):
             chunks.append(chunk)
@@ -120,7 +125,7 @@ def _mutate(value: object, rng: random.Random, replacement: object) -> object:
 def test_wrong_types_in_real_requests(gateway: RunningGateway, index: int, seed: int, replacement: object) -> None:
     path, body = RECORDED[index]
     mutated = _mutate(body, random.Random(seed), replacement)
-    raw = exchange(gateway.port, post(path, json.dumps(mutated).encode()))
+    raw = exchange(gateway.port, post(path, json.dumps(mutated).encode()), half_close=False)
     status = status_of(raw)
     assert status is not None and (status == 200 or 400 <= status < 500), raw[:400]
 
