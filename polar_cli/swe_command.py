@@ -21,11 +21,6 @@ from polar_cli.swe.images import instance_image
 from polar_cli.swe.manifest import Instance, load_manifest, parse_shard, select
 from polar_cli.swe.validate import Validation, validate_many
 
-HARNESS_NOT_YET = (
-    "--harness: validating through a real harness with the gold engine is not available yet (issue 6); "
-    "run `polar validate` without --harness for the direct gold-patch check"
-)
-
 ManifestArg = Annotated[str, typer.Option("--manifest", help="Manifest: .json/.jsonl/.parquet or a datasets name.")]
 TemplateOpt = Annotated[
     str | None,
@@ -228,9 +223,55 @@ def _print_validations(results: Sequence[Validation]) -> None:
     console.print(f"valid {valid}/{len(results)}")
 
 
+def _validate_through_harness(
+    manifest: str,
+    harness: str,
+    instance_ids: list[str] | None,
+    repos: list[str] | None,
+    limit: int | None,
+    shard: str | None,
+    timeout: float,
+    workers: int,
+    json_: bool,
+) -> None:
+    from polar_cli.swe.harness_validate import validate_through_harness
+
+    selection: dict[str, Any] = {}
+    if _ids(instance_ids):
+        selection["instance_ids"] = _ids(instance_ids)
+    if _ids(repos):
+        selection["repos"] = _ids(repos)
+    if limit is not None:
+        selection["limit"] = limit
+    if shard:
+        selection["shard"] = shard
+    try:
+        results = validate_through_harness(manifest, harness, selection=selection, workers=workers, timeout=timeout)
+    except ConfigError as exc:
+        raise _fail(str(exc), 2) from exc
+    except PolarError as exc:
+        raise _fail(str(exc), 1) from exc
+    payload = {
+        "harness": harness,
+        "total_instances": len(results),
+        "accepted_instances": sum(r.accepted for r in results),
+        "broken": {r.instance_id: r.reason for r in results if not r.accepted},
+    }
+    if json_:
+        typer.echo(orjson.dumps(payload).decode())
+    else:
+        for r in results:
+            typer.echo(f"{r.instance_id}: {'accepted' if r.accepted else 'NOT accepted: ' + str(r.reason)}")
+        typer.echo(f"accepted {payload['accepted_instances']}/{len(results)} through {harness}")
+    if not results or payload["accepted_instances"] != len(results):
+        raise typer.Exit(1)
+
+
 def validate(
     manifest: Annotated[str, typer.Argument(help="Manifest: .json/.jsonl/.parquet or a datasets name.")],
-    harness: Annotated[str | None, typer.Option(help="Validate through this harness (not available yet).")] = None,
+    harness: Annotated[
+        str | None, typer.Option(help="Validate through this harness with the gold engine (the whole pipeline).")
+    ] = None,
     instance_ids: Annotated[
         list[str] | None, typer.Option(help="Only these instances (repeat or comma-separate).")
     ] = None,
@@ -245,9 +286,13 @@ def validate(
     out: Annotated[Path | None, typer.Option(help="Write the full report to this JSON file.")] = None,
     json_: JsonOpt = False,
 ) -> None:
-    """Check a manifest: the gold patch must resolve each instance and the empty patch must not."""
+    """Check a manifest: the gold patch must resolve each instance and the empty patch must not.
+
+    With --harness, the gold engine drives that real harness instead, and every instance must come out accepted.
+    """
     if harness is not None:
-        raise _fail(HARNESS_NOT_YET, 2)
+        _validate_through_harness(manifest, harness, instance_ids, repos, limit, shard, timeout, workers, json_)
+        return
     try:
         if timeout <= 0 or workers < 1:
             raise ConfigError("--timeout must be positive and --workers at least 1")

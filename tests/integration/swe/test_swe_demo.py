@@ -121,3 +121,11 @@ def test_same_instance_gold_empty_wrong(demo_images: list[InstanceImageBuild], d
     results = evaluate_many(docker_runtime, jobs)
     assert [r.outcome for r in results] == ["resolved", "unresolved", "unresolved"]
     assert docker_runtime.live() == []  # every evaluation container was removed
+
+
+def test_validate_through_a_real_harness_accepts_the_gold_engine(demo_images: list[InstanceImageBuild]) -> None:
+    argv = ["validate", str(MANIFEST), "--harness", "pi", "--instance-ids", "polar-demo__csvsift-4", "--json"]
+    run = CliRunner().invoke(app(), argv)
+    assert run.exit_code == 0, run.output
+    report = orjson.loads(run.stdout)
+    assert report == {"harness": "pi", "total_instances": 1, "accepted_instances": 1, "broken": {}}

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from polar_cli import swe_command
 from polar_cli.errors import PolarError
 from polar_cli.runtime.base import ExecResult, RuntimeFailure
-from polar_cli.swe_command import HARNESS_NOT_YET, evaluate, validate
+from polar_cli.swe_command import evaluate, validate
 
 GOLD = "diff --git a/src.py b/src.py\n--- a/src.py\n+++ b/src.py\n@@ -1 +1 @@\n-a\n+b\n"
 WRONG = "diff --git a/src.py b/src.py\n--- a/src.py\n+++ b/src.py\n@@ -1 +1 @@\n-a\n+c\n"
@@ -190,8 +190,8 @@ def test_validate_selection(fake: FakeRuntime, manifest: Path) -> None:
     assert run.exit_code == 2 and "not in the manifest: o__r-9" in run.stderr
 
 
-def test_validate_harness_is_not_available_yet(fake: FakeRuntime, manifest: Path) -> None:
-    run = invoke("validate", str(manifest), "--harness", "claude-code")
+def test_validate_harness_rejects_an_unknown_harness_before_running(fake: FakeRuntime, manifest: Path) -> None:
+    run = invoke("validate", str(manifest), "--harness", "no-such-harness")
     assert run.exit_code == 2
-    assert HARNESS_NOT_YET in run.stderr.replace("\n", " ")
+    assert "no-such-harness" in run.stderr
     assert fake.containers == []

@@ -1,0 +1,61 @@
+"""`polar validate M --harness H`: the gold engine through a real harness must get every instance accepted.
+
+This is `polar generate` with the gold engine and one harness over the manifest, in a scratch run directory: it
+proves the whole path for each instance (image, harness wiring, gateway, capture, grading, trajectory), not just
+the gold patch. An instance that is not accepted is listed with the run's reason.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from polar_cli.config import parse_recipe
+
+INSTRUCTION = "The repository {repo} is checked out in {workdir}. Fix the following issue there.\n\n{problem_statement}"
+
+
+@dataclass(frozen=True, slots=True)
+class HarnessValidation:
+    instance_id: str
+    accepted: bool
+    reason: str | None
+
+
+def validate_through_harness(
+    manifest: str, harness: str, *, selection: dict[str, Any], workers: int, timeout: float, out: Path | None = None
+) -> list[HarnessValidation]:
+    """Run the gold engine through ``harness`` over the selected instances; one verdict per instance."""
+    from polar_cli.generate.run import generate
+
+    recipe = parse_recipe(
+        {
+            "name": f"validate-{harness}",
+            "manifest": {"source": str(Path(manifest).resolve()) if Path(manifest).exists() else manifest, **selection},
+            "harnesses": [harness],
+            "attempts": 1,
+            "instruction": INSTRUCTION,
+            "engine": {"kind": "gold", "tokenizer": "qwen3"},
+            "concurrency": {"init": workers, "run": workers, "postrun": workers, "ready": workers},
+            "timeouts": {"session": timeout, "eval": timeout},
+            "output": {"formats": ["jsonl"]},
+        },
+        source="validate --harness",
+    )
+    with tempfile.TemporaryDirectory(prefix="polar-validate-") as scratch:
+        run_dir = out or Path(scratch)
+        generate(recipe, run_dir, live=False)
+        verdicts: dict[str, HarnessValidation] = {}
+        for name in ("corpus.jsonl", "rejects.jsonl", "errors.jsonl"):
+            path = run_dir / name
+            if not path.exists():
+                continue
+            for line in path.read_bytes().splitlines():
+                row = orjson.loads(line)
+                iid = str(row.get("instance_id"))
+                verdicts[iid] = HarnessValidation(iid, bool(row.get("accepted")), row.get("reason") or row.get("error"))
+    return sorted(verdicts.values(), key=lambda v: v.instance_id)
