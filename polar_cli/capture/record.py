@@ -125,33 +125,76 @@ def _utf8_start(data: bytes, i: int) -> int:
     return i
 
 
+def _utf8_next(data: bytes, i: int) -> int:
+    """``i`` moved forward to the start of the next UTF-8 character (or the end)."""
+    while i < len(data) and data[i] & 0xC0 == 0x80:
+        i += 1
+    return i
+
+
 def byte_delta(data: bytes, base: bytes) -> dict[str, Any]:
     """``data`` as ``base`` with its middle replaced; prefix and suffix never split a UTF-8 character."""
     prefix = _utf8_start(data, common_prefix_len(data, base))
     suffix = common_suffix_len(data, base, min(len(data), len(base)) - prefix)
-    end = _utf8_start(data, len(data) - suffix)
+    # the shared suffix may only shrink: moving its start back would claim bytes the two bodies do not share
+    end = _utf8_next(data, len(data) - suffix)
     return {"prefix": prefix, "suffix": len(data) - end, "middle": data[prefix:end].decode("utf-8")}
 
 
-def undo_byte_delta(stored: dict[str, Any], base: bytes) -> bytes:
-    prefix, suffix = stored["prefix"], stored["suffix"]
-    tail = base[len(base) - suffix :] if suffix else b""
-    middle: str = stored["middle"]
-    return base[:prefix] + middle.encode("utf-8") + tail
+Pieces = tuple[bytes | memoryview, ...]
+_MAX_PIECES = 48
+
+
+def _slice(pieces: Pieces, start: int, end: int) -> list[bytes | memoryview]:
+    """Bytes ``start:end`` of the concatenation of ``pieces``, as views into them (nothing is copied)."""
+    out: list[bytes | memoryview] = []
+    pos = 0
+    for piece in pieces:
+        n = len(piece)
+        if pos + n > start and pos < end:
+            a, b = max(start - pos, 0), min(end - pos, n)
+            out.append(piece if a == 0 and b == n else memoryview(piece)[a:b])
+        pos += n
+        if pos >= end:
+            break
+    return out
 
 
 class JsonBody(Mapping[str, Any]):
-    """A JSON object kept as its bytes and parsed on first use.
+    """A JSON object kept as pieces of bytes, joined and parsed on first use.
 
-    Readers hand these out for the request bodies: rebuilding a body's bytes is a memcpy, parsing it is not, and most
-    readers (the trajectory builders) look at the bodies of few records of a session.
+    Readers hand these out for the request bodies. Each call's body is the previous call's with a middle replaced, so
+    a body is kept as views into the earlier bodies' pieces plus its own new middle: reading a session costs what is
+    on disk, not the sum of every call's whole history, and only the bodies a reader looks at are ever joined.
     """
 
-    __slots__ = ("_parsed", "raw")
+    __slots__ = ("_parsed", "_raw", "length", "pieces")
 
-    def __init__(self, raw: bytes) -> None:
-        self.raw = raw
+    def __init__(self, raw: bytes | None = None, *, pieces: Pieces = (), length: int = 0) -> None:
+        self._raw = raw
+        self.pieces: Pieces = (raw,) if raw is not None else pieces
+        self.length = len(raw) if raw is not None else length
         self._parsed: dict[str, Any] | None = None
+
+    @property
+    def raw(self) -> bytes:
+        if self._raw is None:
+            self._raw = b"".join(self.pieces)
+        return self._raw
+
+    def replaced(self, stored: dict[str, Any]) -> JsonBody:
+        """The body a byte delta (`byte_delta`) against this one describes."""
+        prefix, suffix = stored["prefix"], stored["suffix"]
+        middle = str(stored["middle"]).encode("utf-8")
+        pieces = _slice(self.pieces, 0, prefix)
+        if middle:
+            pieces.append(middle)
+        if suffix:
+            pieces += _slice(self.pieces, self.length - suffix, self.length)
+        length = prefix + len(middle) + suffix
+        if len(pieces) > _MAX_PIECES:  # bound the fragmentation: one copy every few dozen calls
+            return JsonBody(b"".join(pieces))
+        return JsonBody(pieces=tuple(pieces), length=length)
 
     def _dict(self) -> dict[str, Any]:
         if self._parsed is None:
@@ -168,7 +211,10 @@ class JsonBody(Mapping[str, Any]):
         return len(self._dict())
 
     def __repr__(self) -> str:
-        return f"JsonBody({len(self.raw)} bytes)"
+        return f"JsonBody({self.length} bytes)"
+
+
+_EMPTY = JsonBody(b"")
 
 
 def _body_bytes(obj: Mapping[str, Any] | None, raw: bytes | None) -> bytes | None:
@@ -189,11 +235,10 @@ def _store_body(data: bytes | None, base: bytes | None) -> dict[str, Any] | None
     return byte_delta(data, base)
 
 
-def _load_body(stored: dict[str, Any] | None, base: bytes | None) -> tuple[JsonBody | None, bytes | None]:
+def _load_body(stored: dict[str, Any] | None, base: JsonBody | None) -> JsonBody | None:
     if stored is None:
-        return None, None
-    data = undo_byte_delta(stored, base or b"")
-    return JsonBody(data), data
+        return None
+    return (base if base is not None else _EMPTY).replaced(stored)  # not `or`: truthiness would parse the body
 
 
 def _as_bytes(ids: list[int]) -> bytes:
@@ -252,8 +297,8 @@ class Expander:
     def __init__(self) -> None:
         self._prompts: dict[int, list[int]] = {}
         self._recent: deque[int] = deque(maxlen=PROMPT_LOOKBACK)
-        self._request: bytes | None = None
-        self._normalized: bytes | None = None
+        self._request: JsonBody | None = None
+        self._normalized: JsonBody | None = None
         self._headers: dict[str, str] = {}
 
     def expand(self, line: dict[str, Any]) -> CaptureRecord:
@@ -262,8 +307,8 @@ class Expander:
         stored = line["prompt_ids"]
         base = self._prompts.get(stored["base"], []) if stored["prefix"] else []
         prompt_ids = base[: stored["prefix"]] + stored["suffix"]
-        request, request_bytes = _load_body(line["request"], self._request)
-        normalized, normalized_bytes = _load_body(line["normalized"], self._normalized)
+        request = _load_body(line["request"], self._request)
+        normalized = _load_body(line["normalized"], self._normalized)
         headers = self._headers if line["request_headers"] == "same" else line["request_headers"]
         fields = {k: v for k, v in line.items() if k != "v"}
         fields.update(
@@ -271,8 +316,6 @@ class Expander:
             request=request,
             request_headers=headers,
             normalized=normalized,
-            request_bytes=request_bytes,
-            normalized_bytes=normalized_bytes,
         )
         record = CaptureRecord(**fields)
         if prompt_ids:
@@ -280,7 +323,7 @@ class Expander:
                 self._prompts.pop(self._recent[0], None)
             self._recent.append(record.seq)
             self._prompts[record.seq] = prompt_ids
-        self._request = request_bytes if request_bytes is not None else self._request
-        self._normalized = normalized_bytes if normalized_bytes is not None else self._normalized
+        self._request = request if request is not None else self._request
+        self._normalized = normalized if normalized is not None else self._normalized
         self._headers = headers
         return record

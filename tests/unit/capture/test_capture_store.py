@@ -4,11 +4,11 @@ import random
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from polar_cli.capture import CaptureRecord, CaptureWriter, read_capture_dir, read_session
-from polar_cli.capture.record import Compactor, Expander, byte_delta, common_prefix_len, undo_byte_delta
+from polar_cli.capture.record import Compactor, Expander, JsonBody, byte_delta, common_prefix_len
 from polar_cli.capture.store import session_file
 
 
@@ -48,20 +48,34 @@ def _growing_session(n: int, session: str = "s1") -> list[CaptureRecord]:
     return records
 
 
+@settings(max_examples=1000)
 @given(st.binary(max_size=300), st.binary(max_size=300), st.binary(max_size=300), st.binary(max_size=50))
 def test_byte_delta_round_trips(head: bytes, tail: bytes, mid_a: bytes, mid_b: bytes) -> None:
     text = (head + mid_a + tail).decode("utf-8", "replace").encode()
     base = (head + mid_b + tail).decode("utf-8", "replace").encode()
     stored = byte_delta(text, base)
-    assert undo_byte_delta(stored, base) == text
+    assert JsonBody(base).replaced(stored).raw == text
     assert stored["prefix"] + stored["suffix"] <= len(text)
+
+
+@given(st.lists(st.tuples(st.integers(0, 400), st.integers(0, 400), st.text(max_size=30)), min_size=1, max_size=25))
+def test_a_chain_of_deltas_rebuilds_every_body_from_views(edits: list[tuple[int, int, str]]) -> None:
+    """Bodies rebuilt as views into earlier bodies' pieces equal the real bytes, however the pieces fragment."""
+    body = JsonBody(b"")
+    text = ""
+    for start, length, new in edits:
+        start = min(start, len(text))
+        following = text[:start] + new + text[start + length :]
+        stored = byte_delta(following.encode(), text.encode())
+        body, text = body.replaced(stored), following
+        assert body.raw == text.encode() and body.length == len(body.raw)
 
 
 def test_byte_delta_never_splits_a_utf8_character() -> None:
     base = "prefix é suffix".encode()
     data = "prefix è suffix".encode()  # é and è share their first UTF-8 byte
     stored = byte_delta(data, base)
-    assert stored["middle"] == "è" and undo_byte_delta(stored, base) == data
+    assert stored["middle"] == "è" and JsonBody(base).replaced(stored).raw == data
 
 
 @pytest.mark.parametrize(
