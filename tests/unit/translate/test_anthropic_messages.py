@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,30 +20,14 @@ from polar_cli.translate.ir import (
     ToolCall,
     ToolChoice,
 )
+from tests.support.recordings import find_body, recorded
 
 ROUTE = Route(api="anthropic")
-RECORDINGS = Path(__file__).parents[2] / "data" / "harness_requests"
-
-
-def _recorded() -> list[dict[str, Any]]:
-    lines = []
-    for path in sorted(RECORDINGS.glob("*.jsonl")):
-        for line in path.read_text().splitlines():
-            record = json.loads(line)
-            if record.get("api") == "anthropic":
-                lines.append(record)
-    return lines
-
-
-RECORDED = _recorded()
+RECORDED = recorded("anthropic")
 
 
 def _body(harness: str, run: str, seq: int) -> dict[str, Any]:
-    for record in RECORDED:
-        if (record["harness"], record["run"], record["seq"]) == (harness, run, seq):
-            body: dict[str, Any] = record["body"]
-            return body
-    raise LookupError(f"no recording {harness}/{run}/{seq}")
+    return find_body(RECORDED, harness, run, seq)
 
 
 def _decode(**fields: Any) -> ChatRequest:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -14,30 +12,14 @@ from polar_cli.translate import ir
 from polar_cli.translate.codec import Route
 from polar_cli.translate.ir import Image, Message, Reasoning, ResponseFormat, Sampling, Text, ToolCall, ToolChoice
 from polar_cli.translate.openai_chat import CODEC, decode_request
+from tests.support.recordings import find_body, recorded
 
 ROUTE = Route(api="openai_chat")
-RECORDINGS = Path(__file__).parents[2] / "data" / "harness_requests"
-
-
-def _recorded() -> list[dict[str, Any]]:
-    records = []
-    for path in sorted(RECORDINGS.glob("*.jsonl")):
-        for line in path.read_text().splitlines():
-            record = json.loads(line)
-            if record.get("api") == "chat":
-                records.append(record)
-    return records
-
-
-RECORDED = _recorded()
+RECORDED = recorded("chat")
 
 
 def _body(harness: str, run: str, seq: int) -> dict[str, Any]:
-    for record in RECORDED:
-        if (record["harness"], record["run"], record["seq"]) == (harness, run, seq):
-            body: dict[str, Any] = record["body"]
-            return body
-    raise LookupError(f"no recording {harness}/{run}/{seq}")
+    return find_body(RECORDED, harness, run, seq)
 
 
 def _decode(**fields: Any) -> ir.ChatRequest:

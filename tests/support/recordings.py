@@ -1,0 +1,29 @@
+"""The real harness traffic recorded in tests/data/harness_requests (see ../shared/HARNESSES.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+RECORDINGS = Path(__file__).parents[1] / "data" / "harness_requests"
+
+
+def recorded(api: str | None = None) -> list[dict[str, Any]]:
+    """Every recorded model call (lines with an ``api``), or only those of one recorded api label
+    (``anthropic``, ``chat``, ``responses``, ``gemini``)."""
+    out = []
+    for path in sorted(RECORDINGS.glob("*.jsonl")):
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            if record.get("api") and (api is None or record["api"] == api):
+                out.append(record)
+    return out
+
+
+def find_body(records: list[dict[str, Any]], harness: str, run: str, seq: int) -> dict[str, Any]:
+    for record in records:
+        if (record["harness"], record["run"], record["seq"]) == (harness, run, seq):
+            body: dict[str, Any] = record["body"]
+            return body
+    raise LookupError(f"no recording {harness}/{run}/{seq}")
