@@ -7,10 +7,10 @@ evaluation itself failed somewhere (or, for validate, an instance is broken), 2 
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import orjson
 import typer
@@ -97,6 +97,26 @@ def _fail(message: str, code: int) -> typer.Exit:
     return typer.Exit(code)
 
 
+R = TypeVar("R")
+
+
+def _run_jobs(
+    run_many: Callable[..., list[R]], jobs: Sequence[Any], workers: int, describe: Callable[[R], str]
+) -> list[R]:
+    """Open the runtime (exit 1 if it cannot be), run the jobs, one progress line per finished job."""
+    try:
+        runtime = _runtime()
+    except PolarError as exc:
+        raise _fail(str(exc), 1) from exc
+    done = [0]
+
+    def report(result: R) -> None:
+        _progress(done, len(jobs), describe(result))
+
+    with runtime:
+        return run_many(runtime, jobs, workers=workers, on_done=report)
+
+
 def _progress(done: list[int], total: int, line: str) -> None:
     done[0] += 1
     print(f"[{done[0]}/{total}] {line}", file=sys.stderr, flush=True)
@@ -181,17 +201,7 @@ def evaluate(
         jobs = _evaluation_jobs(load_predictions(predictions), load_manifest(manifest), image_template, timeout)
     except ConfigError as exc:
         raise _fail(str(exc), 2) from exc
-    try:
-        runtime = _runtime()
-    except PolarError as exc:
-        raise _fail(str(exc), 1) from exc
-    done = [0]
-
-    def report(r: Evaluation) -> None:
-        _progress(done, len(jobs), f"{r.instance_id}: {r.outcome} ({r.seconds:.1f} s)")
-
-    with runtime:
-        results = evaluate_many(runtime, jobs, workers=workers, on_done=report)
+    results = _run_jobs(evaluate_many, jobs, workers, lambda r: f"{r.instance_id}: {r.outcome} ({r.seconds:.1f} s)")
     payload = evaluation_report(results)
     if out is not None:
         out.write_bytes(orjson.dumps(payload, option=orjson.OPT_INDENT_2))
@@ -310,17 +320,7 @@ def validate(
         jobs = [(i, EvalOptions(image=instance_image(i, image_template), timeout=timeout)) for i in chosen]
     except ConfigError as exc:
         raise _fail(str(exc), 2) from exc
-    try:
-        runtime = _runtime()
-    except PolarError as exc:
-        raise _fail(str(exc), 1) from exc
-    done = [0]
-
-    def report(v: Validation) -> None:
-        _progress(done, len(jobs), f"{v.instance_id}: {v.status}")
-
-    with runtime:
-        results = validate_many(runtime, jobs, workers=workers, on_done=report)
+    results = _run_jobs(validate_many, jobs, workers, lambda v: f"{v.instance_id}: {v.status}")
     payload = {
         "total_instances": len(results),
         "valid_instances": sum(v.status == "valid" for v in results),

@@ -18,16 +18,10 @@ from polar_cli.gateway.handler import Gateway
 from polar_cli.gateway.probe import probe_engine, served_model
 from polar_cli.gateway.server import GatewayServer
 from polar_cli.gateway.sessions import SessionRegistry
-from polar_cli.gateway.upstream_client import UpstreamClient
+from polar_cli.gateway.upstream_client import UpstreamClient, upstream_root
 from polar_cli.translate.upstream import Engine, UpstreamOptions
 
 log = logging.getLogger("polar.proxy")
-
-
-def upstream_root(url: str) -> str:
-    """The server root: users paste base URLs with or without the trailing /v1."""
-    url = url.rstrip("/")
-    return url[:-3] if url.endswith("/v1") else url
 
 
 def parse_session_keys(values: list[str]) -> list[tuple[str, str]]:

@@ -20,9 +20,8 @@ import orjson
 from polar_cli.capture import CaptureRecord, CaptureWriter
 from polar_cli.capture.record import CaptureStatus
 from polar_cli.errors import ErrorKind, RequestError, UpstreamError
-from polar_cli.gateway.probe import UPSTREAM_PATH
 from polar_cli.gateway.sessions import Session, SessionRegistry, api_key, redact_headers, redact_query
-from polar_cli.gateway.upstream_client import Upstream
+from polar_cli.gateway.upstream_client import UPSTREAM_PATH, Upstream
 from polar_cli.translate.codec import Codec, Route
 from polar_cli.translate.ir import ChatRequest, Completion
 from polar_cli.translate.registry import CODECS, error_codec_for_path, route_for_path, route_for_unknown_path

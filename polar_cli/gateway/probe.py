@@ -5,11 +5,9 @@ from __future__ import annotations
 import orjson
 
 from polar_cli.errors import TokenCaptureError, UpstreamError
-from polar_cli.gateway.upstream_client import Upstream
+from polar_cli.gateway.upstream_client import UPSTREAM_PATH, Upstream
 from polar_cli.translate.ir import ChatRequest, Message, Sampling, Text
 from polar_cli.translate.upstream import Engine, UpstreamOptions, chat_body, token_capture, upstream_error
-
-UPSTREAM_PATH = "/v1/chat/completions"
 
 
 async def served_model(client: Upstream) -> str:

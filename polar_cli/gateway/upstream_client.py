@@ -16,6 +16,14 @@ from polar_cli.errors import UpstreamError
 from polar_cli.wire.http11 import NEED_DATA, Limits, ProtocolError, Response, ResponseParser, encode_request
 
 _READ_SIZE = 256 * 1024
+# the one route the gateway calls on every inference server (SGLang, vLLM, the in-process engines)
+UPSTREAM_PATH = "/v1/chat/completions"
+
+
+def upstream_root(url: str) -> str:
+    """The server root: users paste base URLs with or without the trailing /v1."""
+    url = url.rstrip("/")
+    return url[:-3] if url.endswith("/v1") else url
 
 
 class Upstream(Protocol):

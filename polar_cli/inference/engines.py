@@ -17,9 +17,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from polar_cli.config import EngineConfig
-from polar_cli.gateway.command import upstream_root
 from polar_cli.gateway.probe import probe_engine, served_model
-from polar_cli.gateway.upstream_client import Upstream, UpstreamClient
+from polar_cli.gateway.upstream_client import Upstream, UpstreamClient, upstream_root
 from polar_cli.inference.gold import POLICIES
 from polar_cli.inference.launcher import SGLangServer, launch_sglang
 from polar_cli.inference.scripted import ScriptedEngine

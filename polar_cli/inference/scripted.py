@@ -23,13 +23,13 @@ from typing import Any
 
 import orjson
 
+from polar_cli.gateway.upstream_client import UPSTREAM_PATH
 from polar_cli.inference.gold import Policy, ScriptedTurn, Task, turn_message
 from polar_cli.inference.tokenizers import ChatTokenizer
 from polar_cli.wire.http11 import Response
 
 log = logging.getLogger("polar.engine")
 SESSION_KEY: ContextVar[str | None] = ContextVar("polar_session_key", default=None)
-CHAT_PATH = "/v1/chat/completions"
 
 
 def _response(status: int, payload: Any) -> Response:
@@ -68,7 +68,7 @@ class ScriptedEngine:
     async def post_json(self, path: str, body: bytes) -> Response:
         if path == "/abort_request":
             return _response(200, {})
-        if path != CHAT_PATH:
+        if path != UPSTREAM_PATH:
             return _error(404, f"no route {path}")
         try:
             request = orjson.loads(body)
