@@ -1,15 +1,25 @@
-"""Polar's one error tree.
+"""Polar's one error tree: every exception Polar raises on purpose, and what each means to the caller.
 
     PolarError                      anything Polar raises on purpose
-    ├── ConfigError                 bad recipe, flag or manifest: the CLI exits 2
+    ├── ConfigError                 bad recipe, flag, manifest or prediction: the CLI exits 2
     ├── RequestError                the caller's request is at fault: answered 4xx in the caller's API shape
-    │   └── AuthError               unknown or missing session key: 401
-    └── UpstreamError               the inference server is at fault: 502/503/504 (never 429, Codex does not retry it)
-        ├── ContextLengthError      the prompt does not fit: each API's own context-length error (400)
-        └── TokenCaptureError       the answer carries no token ids: the call fails loudly, nothing is recorded silently
+    │   ├── AuthError               unknown or missing session key: 401
+    │   └── PeerProtocolError       the caller's bytes break HTTP/1.1: 400, 408, 413, 415, 431, 501, 505
+    ├── UpstreamError               the inference server is at fault: 502/503/504 (never 429: Codex does not retry it)
+    │   ├── ContextLengthError      the prompt does not fit: each API's own context-length error (400)
+    │   ├── TokenCaptureError       the answer carries no token ids: the call fails, nothing is recorded silently
+    │   └── UpstreamProtocolError   the server's bytes break HTTP/1.1: 502
+    ├── RuntimeFailure              the container engine is missing, refused an operation, or cannot build an image
+    ├── CaptureReadError            a capture file cannot be read back: corrupt, or of an unknown format
+    └── TraceError                  a trace would break its invariants: a builder bug or corrupt capture data
 
-Foreign exceptions (OSError, orjson.JSONDecodeError, asyncio.TimeoutError, ...) are mapped to these in one place each,
-at the boundary where they enter Polar, with ``raise ... from exc``.
+A peer's bad bytes and an upstream's bad bytes are the same parsing failure seen from two sides (h11's local and
+remote faults): the sans-IO parser in `wire.http11` raises the one its side names (`RequestParser` the peer's,
+`ResponseParser` the upstream's), so no boundary has to guess who is to blame.
+
+Foreign exceptions (OSError, orjson.JSONDecodeError, docker.errors.APIError, asyncio.TimeoutError, ...) are mapped
+to these once each, at the boundary where they enter Polar, with ``raise ... from exc``. The CLI maps the tree to
+exit codes in one place (`commands.common.exit_codes`): ConfigError 2, any other PolarError 1, Ctrl-C 130.
 """
 
 from __future__ import annotations
@@ -56,6 +66,18 @@ class AuthError(RequestError):
         super().__init__(message, status=401, kind="authentication")
 
 
+def _protocol_kind(status: int) -> ErrorKind:
+    return {413: "payload_too_large", 415: "unsupported_media_type"}.get(status, "invalid_request")  # type: ignore[return-value]
+
+
+class PeerProtocolError(RequestError):
+    """The caller broke HTTP/1.1. ``path`` is set once the request line was read: the error takes that API's shape."""
+
+    def __init__(self, message: str, *, status: int = 400, path: str | None = None) -> None:
+        super().__init__(message, status=status, kind=_protocol_kind(status))
+        self.path = path
+
+
 class UpstreamError(PolarError):
     """The inference server refused, failed or timed out."""
 
@@ -74,3 +96,24 @@ class ContextLengthError(UpstreamError):
 class TokenCaptureError(UpstreamError):
     def __init__(self, message: str) -> None:
         super().__init__(message, status=502, kind="upstream")
+
+
+class UpstreamProtocolError(UpstreamError):
+    """The inference server broke HTTP/1.1: whatever status its bytes would have meant, the caller sees a 502."""
+
+    def __init__(self, message: str, *, status: int = 502, path: str | None = None) -> None:
+        del status  # the parser's status describes the bytes; to the caller an upstream's bad bytes are a 502
+        super().__init__(f"upstream broke HTTP/1.1: {message}", status=502, kind="upstream")
+        self.path = path
+
+
+class RuntimeFailure(PolarError):
+    """The container engine is missing, refused an operation, or an image cannot be built."""
+
+
+class CaptureReadError(PolarError):
+    """A session file could not be read back: corrupt or from an unknown capture format."""
+
+
+class TraceError(PolarError):
+    """A trace would break its invariants: a builder bug or corrupt capture data, never something to train on."""

@@ -4,7 +4,7 @@
     .venv/bin/python scripts/bench_pipeline.py --scale 0.2          # the same, five times faster
     .venv/bin/python scripts/bench_pipeline.py --demo               # also: polar generate recipes/demo.yaml
 
-Simulated runtimes are sleeps in the real `node.pools.StagePools`. Occupancy is the time-average of busy RUN slots
+Simulated sessions are sleeps in the real `node.pools.StagePools`. Occupancy is the time-average of busy RUN slots
 over the steady state: from the first moment every slot is busy to the last moment a session starts RUN (before
 that the pipeline fills, after it the last sessions drain; neither says anything about the buffer).
 """
@@ -51,15 +51,15 @@ class SleepStages:
         await asyncio.sleep(self.d.draw(self.rng, self.d.init))
         return job.payload
 
-    async def run(self, job: Job[int], runtime: int, deadline: float) -> str:
+    async def run(self, job: Job[int], session: int, deadline: float) -> str:
         await asyncio.sleep(self.d.draw(self.rng, self.d.run))
         return "ok"
 
-    async def postrun(self, job: Job[int], runtime: int | None, end: RunEnd, timings: Timings) -> str:
+    async def postrun(self, job: Job[int], session: int | None, end: RunEnd, timings: Timings) -> str:
         await asyncio.sleep(self.d.draw(self.rng, self.d.postrun))
         return end.reason
 
-    async def discard(self, job: Job[int], runtime: int) -> None:
+    async def discard(self, job: Job[int], session: int) -> None:
         return None
 
 
@@ -110,7 +110,7 @@ def demo(overrides: list[str]) -> dict[str, Any]:
     """`polar generate recipes/demo.yaml` in a fresh run directory; wall time per accepted trajectory."""
     root = Path(__file__).resolve().parents[1]
     with tempfile.TemporaryDirectory(prefix="polar-bench-demo-") as tmp:
-        argv = [sys.executable, "-m", "polar_cli.generate_command", str(root / "recipes" / "demo.yaml"), *overrides]
+        argv = [sys.executable, "-m", "polar_cli", "generate", str(root / "recipes" / "demo.yaml"), *overrides]
         start = time.monotonic()
         done = subprocess.run([*argv, "--out", tmp, "--json"], cwd=root, capture_output=True, text=True)
         wall = time.monotonic() - start

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import orjson
 
+from polar_cli.errors import PeerProtocolError
 from polar_cli.gateway.handler import CallState, Gateway, Reply
 from polar_cli.translate.registry import error_codec_for_path
 from polar_cli.wire.http11 import (
@@ -29,7 +30,6 @@ from polar_cli.wire.http11 import (
     LAST_CHUNK,
     NEED_DATA,
     Limits,
-    ProtocolError,
     Request,
     RequestParser,
     encode_chunk,
@@ -105,7 +105,7 @@ class GatewayProtocol(asyncio.Protocol):
             return
         try:
             event = self._parser.next_event()
-        except ProtocolError as exc:
+        except PeerProtocolError as exc:
             self._fail(exc)
             return
         if event is NEED_DATA:
@@ -166,7 +166,7 @@ class GatewayProtocol(asyncio.Protocol):
             headers.append(("connection", "close"))
         transport.writelines([encode_head(reply.status, headers), *map(encode_chunk, reply.stream), LAST_CHUNK])
 
-    def _fail(self, exc: ProtocolError) -> None:
+    def _fail(self, exc: PeerProtocolError) -> None:
         if self._transport is None:
             return
         codec = error_codec_for_path(exc.path or "")
@@ -195,7 +195,7 @@ class GatewayProtocol(asyncio.Protocol):
         if self._task is not None:
             return
         if self._reading_request:
-            self._fail(ProtocolError("request not received in time", status=408))
+            self._fail(PeerProtocolError("request not received in time", status=408))
         else:
             self._close()
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Protocol
 from urllib.parse import urlsplit
 
-from polar_cli.errors import UpstreamError
-from polar_cli.wire.http11 import NEED_DATA, Limits, ProtocolError, Response, ResponseParser, encode_request
+from polar_cli.errors import UpstreamError, UpstreamProtocolError
+from polar_cli.wire.http11 import NEED_DATA, Limits, Response, ResponseParser, encode_request
 
 _READ_SIZE = 256 * 1024
 # the one route the gateway calls on every inference server (SGLang, vLLM, the in-process engines)
@@ -128,7 +128,10 @@ class UpstreamClient:
             if not got_bytes:
                 raise _StaleConnection from exc
             raise UpstreamError(f"upstream closed the connection: {exc}") from exc
-        except (OSError, ProtocolError) as exc:
+        except UpstreamProtocolError:
+            conn.close()
+            raise
+        except OSError as exc:
             conn.close()
             raise UpstreamError(f"upstream exchange failed: {exc}") from exc
         except BaseException:

@@ -15,7 +15,7 @@ from typing import Any, Literal
 import orjson
 
 from polar_cli.capture import CaptureRecord
-from polar_cli.node.docker_stages import Finished, HarnessRun
+from polar_cli.harness.session import Collected, HarnessRun
 from polar_cli.node.pools import RunEnd
 from polar_cli.swe.evaluate import Evaluation
 from polar_cli.swe.manifest import Instance
@@ -40,7 +40,7 @@ class SessionFacts:
     model: str
     end: RunEnd
     harness_run: HarnessRun | None
-    finished: Finished | None
+    finished: Collected | None
     records: Sequence[CaptureRecord]
     build: Build
     evaluation: Evaluation | None

@@ -32,10 +32,10 @@ from polar_cli.generate.state import CORPUS, RunState, Verdict
 from polar_cli.generate.summary import summarize, write_summary
 from polar_cli.harness import get_adapter
 from polar_cli.inference.engines import open_engine
-from polar_cli.node.docker_stages import ContainerSettings, DockerSessions
 from polar_cli.node.gateway import NodeGateway
 from polar_cli.node.pools import Job, PoolLimits, StagePools, Timings
-from polar_cli.runtime.base import RuntimeFailure
+from polar_cli.node.session_steps import SessionSteps
+from polar_cli.runtime.base import Runtime
 from polar_cli.swe.manifest import Instance, load_manifest, parse_shard, select
 
 log = logging.getLogger("polar.generate")
@@ -61,23 +61,16 @@ def select_instances(recipe: Recipe) -> list[Instance]:
     return chosen
 
 
-def prepare_images(recipe: Recipe, instances: list[Instance], runtime: Any) -> tuple[dict[str, str], dict[str, str]]:
-    """(harness -> bundle data container, instance_id -> image), building or pulling what is missing."""
-    from polar_cli.runtime.images import ensure_bundle_container, ensure_harness_image, harness_image_plan
+def prepare_images(
+    recipe: Recipe, instances: list[Instance], runtime: Runtime
+) -> tuple[dict[str, str], dict[str, str]]:
+    """(harness -> bundle to mount, instance_id -> image), building or pulling what is missing."""
     from polar_cli.swe.images import build_instance_images, ensure_image, instance_image
 
-    client = runtime.client
-    bundles = {}
-    for name in recipe.harnesses:
-        if recipe.runtime.build_images:
-            tag = ensure_harness_image(client, name, log=log.info).image
-        else:
-            tag = harness_image_plan(name).tag
-            if not runtime.image_exists(tag):
-                raise RuntimeFailure(f"harness bundle {tag} is missing (polar images build harness {name})")
-        bundles[name] = ensure_bundle_container(client, tag)
+    build = recipe.runtime.build_images
+    bundles = {name: runtime.bundle(name, build=build, log=log.info) for name in recipe.harnesses}
     images = {i.instance_id: instance_image(i, recipe.manifest.image_template) for i in instances}
-    if recipe.runtime.build_images and any(i.build is not None for i in instances):
+    if build and any(i.build is not None for i in instances):
         build_instance_images(recipe.manifest.source, runtime, log=log.info)
     for image in sorted(set(images.values())):
         ensure_image(runtime, image)
@@ -141,7 +134,7 @@ async def run_pools(
     recipe: Recipe,
     out: Path,
     plans: list[SessionPlan],
-    runtime: Any,
+    runtime: Runtime,
     pools: tuple[ThreadPoolExecutor, ThreadPoolExecutor],
     generation: Generation,
     engine_info: dict[str, Any],
@@ -159,15 +152,8 @@ async def run_pools(
         gateway = NodeGateway(engine, out / "capture", host=recipe.runtime.gateway_host, url=recipe.runtime.gateway_url)
         await gateway.start()
         try:
-            r = recipe.runtime
-            settings = ContainerSettings(
-                network=r.network,
-                cpus=r.cpus,
-                memory_bytes=r.memory_mb * 1024 * 1024 if r.memory_mb else None,
-                workdir=r.workdir,
-            )
-            docker = DockerSessions(runtime, docker_pool, settings)
-            stages = GenerateStages(recipe, runtime, docker, gateway, docker_pool, out, engine.eot_token_id)
+            steps = SessionSteps(runtime, docker_pool)
+            stages = GenerateStages(recipe, runtime, steps, gateway, docker_pool, out, engine.eot_token_id)
             c = recipe.concurrency
             node = StagePools(
                 stages,
@@ -188,7 +174,7 @@ def generate(
     out: Path,
     *,
     live: bool = True,
-    runtime_factory: Callable[[], Any] | None = None,
+    runtime_factory: Callable[[], Runtime] | None = None,
 ) -> Outcome:
     """Run (or resume) ``recipe`` in ``out``; returns the summary. ConfigError / RuntimeFailure / UpstreamError
     escape before any session started."""
@@ -200,7 +186,7 @@ def generate(
     with run_logging(out, verbose=not live):
         if state.recovered:
             log.info("recovered %d row(s) written just before the previous run was killed", state.recovered)
-        runtime = None
+        runtime: Runtime | None = None
         c = recipe.concurrency
         docker_pool = ThreadPoolExecutor(c.init + c.run + c.postrun + 2, thread_name_prefix="polar-node")
         engine_pool = ThreadPoolExecutor(2, thread_name_prefix="polar-engine")

@@ -21,10 +21,11 @@ from polar_cli.capture.store import session_file
 from polar_cli.config import Recipe
 from polar_cli.generate.rows import SessionFacts
 from polar_cli.harness.base import HarnessAdapter, Wiring
+from polar_cli.harness.session import HarnessRun, Prepared, SessionSpec
 from polar_cli.inference.gold import Task
-from polar_cli.node.docker_stages import DockerSessions, HarnessRun, Prepared, in_thread
 from polar_cli.node.gateway import NodeGateway
 from polar_cli.node.pools import Job, RunEnd, Timings
+from polar_cli.node.session_steps import SessionSteps, in_thread
 from polar_cli.runtime.base import Runtime
 from polar_cli.swe.evaluate import EvalJob, EvalOptions, Evaluation, run_job
 from polar_cli.swe.manifest import Instance
@@ -42,7 +43,8 @@ class SessionPlan:
     harness: HarnessAdapter
     attempt: int
     image: str
-    bundle_container: str
+    # what the runtime mounts for the harness's bundle (`Runtime.bundle`)
+    bundle: str
 
     def new_session_id(self) -> str:
         # unique per try: a resumed run must never append to the capture file of an interrupted try
@@ -51,8 +53,8 @@ class SessionPlan:
 
 
 @dataclass(slots=True)
-class Live:
-    """A session between INIT and POSTRUN."""
+class PooledSession:
+    """A session between INIT and POSTRUN: its gateway key and its prepared container."""
 
     session_id: str
     key: str
@@ -66,7 +68,7 @@ class GenerateStages:
         self,
         recipe: Recipe,
         runtime: Runtime,
-        docker: DockerSessions,
+        steps: SessionSteps,
         gateway: NodeGateway,
         executor: Executor,
         run_dir: Path,
@@ -74,33 +76,41 @@ class GenerateStages:
     ) -> None:
         self.recipe = recipe
         self.runtime = runtime
-        self.docker = docker
+        self.steps = steps
         self.gateway = gateway
         self.executor = executor
         self.run_dir = run_dir
         self.eot_token_id = recipe.builder.eot_token_id if recipe.builder.eot_token_id is not None else eot_token_id
         self.model = gateway.engine.model
 
-    async def init(self, job: Job[SessionPlan], deadline: float) -> Live:
+    async def init(self, job: Job[SessionPlan], deadline: float) -> PooledSession:
         plan = job.payload
         session_id = plan.new_session_id()
         task = Task(plan.instance.instance_id, plan.instance.patch, self.recipe.runtime.workdir)
         key = self.gateway.open_session(session_id, task)
         try:
-            prepared = await self.docker.prepare(
-                session_id,
-                plan.harness,
-                plan.image,
-                self._instruction(plan.instance),
-                Wiring(self.gateway.url, key),
-                plan.bundle_container,
-                plan.instance.base_commit or None,
-                {"polar.key": plan.key},
-            )
+            prepared = await self.steps.prepare(self._spec(plan, session_id), Wiring(self.gateway.url, key))
         except BaseException:
             self.gateway.close_session(key)
             raise
-        return Live(session_id, key, prepared)
+        return PooledSession(session_id, key, prepared)
+
+    def _spec(self, plan: SessionPlan, session_id: str) -> SessionSpec:
+        r = self.recipe.runtime
+        return SessionSpec(
+            session_id=session_id,
+            harness=plan.harness,
+            image=plan.image,
+            instruction=self._instruction(plan.instance),
+            bundle=plan.bundle,
+            base_commit=plan.instance.base_commit or None,
+            workdir=r.workdir,
+            timeout=self.recipe.timeouts.session,
+            network=r.network,
+            cpus=r.cpus,
+            memory_bytes=r.memory_mb * 1024 * 1024 if r.memory_mb else None,
+            labels={"polar.key": plan.key},
+        )
 
     def _instruction(self, instance: Instance) -> str:
         return self.recipe.instruction.format(
@@ -110,27 +120,29 @@ class GenerateStages:
             workdir=self.recipe.runtime.workdir,
         )
 
-    async def run(self, job: Job[SessionPlan], runtime: Live, deadline: float) -> HarnessRun:
-        return await self.docker.run(runtime.prepared, deadline, self.recipe.timeouts.agent)
+    async def run(self, job: Job[SessionPlan], session: PooledSession, deadline: float) -> HarnessRun:
+        return await self.steps.run(session.prepared, deadline, self.recipe.timeouts.agent)
 
-    async def discard(self, job: Job[SessionPlan], runtime: Live) -> None:
-        self.gateway.close_session(runtime.key)
-        await self.docker.discard(runtime.prepared)
+    async def discard(self, job: Job[SessionPlan], session: PooledSession) -> None:
+        self.gateway.close_session(session.key)
+        await self.steps.discard(session.prepared)
 
-    async def postrun(self, job: Job[SessionPlan], runtime: Live | None, end: RunEnd, timings: Timings) -> SessionFacts:
+    async def postrun(
+        self, job: Job[SessionPlan], session: PooledSession | None, end: RunEnd, timings: Timings
+    ) -> SessionFacts:
         plan = job.payload
         harness_run = end.value if isinstance(end.value, HarnessRun) else None
         finished = None
         records: list[CaptureRecord] = []
-        session_id = runtime.session_id if runtime is not None else ""
-        if runtime is not None:
+        session_id = session.session_id if session is not None else ""
+        if session is not None:
             artifacts = self.run_dir / "artifacts" / session_id if self.recipe.output.keep_artifacts else None
             try:
-                finished = await self.docker.finish(
-                    runtime.prepared, artifacts, harness_run.output if harness_run is not None else None
+                finished = await self.steps.finish(
+                    session.prepared, artifacts, harness_run.output if harness_run is not None else None
                 )
             finally:
-                self.gateway.close_session(runtime.key)
+                self.gateway.close_session(session.key)
             records = await in_thread(self.executor, lambda: self._records(session_id))
         build = await in_thread(self.executor, lambda: self._build(records))
         evaluation, eval_seconds = None, 0.0

@@ -11,7 +11,8 @@ import tarfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from polar_cli.runtime.base import Container, RuntimeFailure
+from polar_cli.errors import RuntimeFailure
+from polar_cli.runtime.base import Container
 
 GIT = "git -c safe.directory=* -c core.quotepath=false"
 

@@ -1,7 +1,19 @@
-"""One harness session in one container: INIT (start, expose the bundle, write config), RUN, POSTRUN, always removed.
+"""One harness session in one container, written once: prepare, run, collect, finish, discard.
 
-The session's timeout starts at INIT (DESIGN.md). A harness that runs out of time is killed and still goes through
-POSTRUN, so the patch and the transcripts of a partial session are kept (status "timeout").
+    prepare   INIT: start the container from the instance image with the harness bundle mounted, make sure git has a
+              base commit, write the harness's config files. A failure removes the container before it raises.
+    run       RUN: the harness's headless run, until it exits or its time is up (then its process tree is killed).
+    collect   POSTRUN: the harness's output and its own logs copied out, the patch taken against the base commit.
+    finish    collect, then remove the container, whatever collect did.
+    discard   remove the container without collecting (a session cancelled before its run ended).
+
+`run_session` does the five in order, for one ad-hoc session (`polar run`); the node's stage pools call the steps
+one by one on executor threads (`node.session_steps`), so INIT, RUN and POSTRUN can sit in different pools. Both
+speak one status vocabulary, `SessionStatus`.
+
+The session's timeout starts at INIT (docs/design.md "Stage pools"). A harness that runs out of time is killed and
+still goes through POSTRUN, so the patch and the transcripts of a partial session are kept (status "timeout").
+Every step blocks (the runtime's calls do), so none of them may run on an event loop.
 """
 
 from __future__ import annotations
@@ -10,13 +22,16 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-from polar_cli.harness.base import HarnessAdapter, Wiring
+from polar_cli.errors import RuntimeFailure
+from polar_cli.harness.base import HarnessAdapter, Launch, Wiring
 from polar_cli.harness.collect import collect_artifacts, collect_patch, prepare_base
-from polar_cli.runtime.base import Container, ContainerSpec, Runtime, RuntimeFailure
+from polar_cli.runtime.base import Container, ContainerSpec, Runtime
 
+# ok / harness_error / timeout: how the harness's run ended; init_error / postrun_error: a step around it failed
 SessionStatus = Literal["ok", "harness_error", "timeout", "init_error", "postrun_error"]
+RunStatus = Literal["ok", "harness_error", "timeout"]
 # a harness's own output kept in the outcome (the full output goes to the artifacts dir)
 OUTPUT_TAIL = 64 * 1024
 
@@ -27,8 +42,8 @@ class SessionSpec:
     harness: HarnessAdapter
     image: str
     instruction: str
-    # the bundle data container to mount (images.ensure_bundle_container)
-    bundle_container: str
+    # what the runtime mounts read-only for the harness's bundle (`Runtime.bundle`)
+    bundle: str
     # None: the workdir's HEAD when the session starts (a fresh repository when the workdir has none)
     base_commit: str | None = None
     workdir: str = "/testbed"
@@ -37,6 +52,55 @@ class SessionSpec:
     cpus: float | None = None
     memory_bytes: int | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
+
+    def container_spec(self) -> ContainerSpec:
+        return ContainerSpec(
+            image=self.image,
+            role="session",
+            volumes_from=(self.bundle,),
+            network=self.network,
+            cpus=self.cpus,
+            memory_bytes=self.memory_bytes,
+            labels={**self.labels, "polar.session": self.session_id, "polar.harness": self.harness.name},
+            workdir=self.workdir,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """A started container with the harness's files in place, and the run it is ready for."""
+
+    spec: SessionSpec
+    container: Container
+    launch: Launch
+    base_commit: str
+    # seconds the runtime took to create and start the container (the rest of INIT is git and config files)
+    created: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class HarnessRun:
+    status: RunStatus
+    exit_code: int | None
+    # stdout and stderr interleaved, as the runtime capped them
+    output: bytes
+    seconds: float
+
+    @property
+    def error(self) -> str | None:
+        if self.status == "timeout":
+            return "the harness ran past its time"
+        if self.status == "harness_error":
+            return f"the harness exited with {self.exit_code}"
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Collected:
+    patch: str
+    artifacts: tuple[str, ...]
+    # why the patch could not be taken (then ``patch`` is empty): the session is a postrun_error
+    error: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +118,61 @@ class SessionOutcome:
     error: str | None = None
 
 
+def prepare(runtime: Runtime, spec: SessionSpec, wiring: Wiring) -> Prepared:
+    """INIT. Raises `RuntimeFailure` (or a `ConfigError` for an instruction no harness can take) with nothing left."""
+    launch = spec.harness.launch(spec.instruction, wiring, spec.workdir)
+    start = time.monotonic()
+    container = runtime.start(spec.container_spec())
+    created = time.monotonic() - start
+    try:
+        base = spec.base_commit or prepare_base(container, spec.workdir)
+        if launch.files:
+            container.put_files(launch.files, mode=0o600)
+    except BaseException:
+        container.remove()
+        raise
+    return Prepared(spec, container, launch, base, created)
+
+
+def run(prepared: Prepared, timeout: float) -> HarnessRun:
+    """RUN for at most ``timeout`` seconds (at least one: a session out of time still gets its harness started)."""
+    launch = prepared.launch
+    result = prepared.container.exec(
+        launch.argv, timeout=max(timeout, 1.0), env=launch.env, workdir=launch.workdir, stdin=launch.stdin
+    )
+    status: RunStatus = "timeout" if result.timed_out else ("ok" if result.exit_code == 0 else "harness_error")
+    return HarnessRun(status, result.exit_code, result.output, result.seconds)
+
+
+def collect(prepared: Prepared, artifacts_dir: Path | None, output: bytes | None) -> Collected:
+    """POSTRUN: the harness's output and logs into ``artifacts_dir`` (when given), then the patch."""
+    found: list[str] = []
+    if artifacts_dir is not None:
+        artifacts_dir.mkdir(parents=True, exist_ok=True)
+        if output is not None:
+            (artifacts_dir / "harness-output.log").write_bytes(output)
+        found = collect_artifacts(prepared.container, prepared.launch.artifacts, artifacts_dir / "files")
+    try:
+        patch = collect_patch(
+            prepared.container, prepared.spec.workdir, prepared.base_commit, prepared.launch.droppings
+        )
+    except RuntimeFailure as exc:
+        return Collected("", tuple(found), str(exc))
+    return Collected(patch, tuple(found))
+
+
+def finish(prepared: Prepared, artifacts_dir: Path | None, output: bytes | None) -> Collected:
+    """`collect`, and the container removed whatever happens."""
+    try:
+        return collect(prepared, artifacts_dir, output)
+    finally:
+        prepared.container.remove()
+
+
+def discard(prepared: Prepared) -> None:
+    prepared.container.remove()
+
+
 def run_session(
     runtime: Runtime,
     spec: SessionSpec,
@@ -61,86 +180,56 @@ def run_session(
     artifacts_dir: Path | None = None,
     after_run: Callable[[Container], None] | None = None,
 ) -> SessionOutcome:
-    """Run one session to the end; the container is removed whatever happens (also on KeyboardInterrupt).
+    """All five steps for one session; the container is removed whatever happens (also on KeyboardInterrupt).
 
     ``after_run`` sees the container after the harness stopped and before POSTRUN (tests, in-place evaluation).
     """
-    launch = spec.harness.launch(spec.instruction, wiring, spec.workdir)
     timings: dict[str, float] = {}
     start = time.monotonic()
-    deadline = start + spec.timeout
-    labels = {**spec.labels, "polar.session": spec.session_id, "polar.harness": spec.harness.name}
-    container_spec = ContainerSpec(
-        image=spec.image,
-        role="session",
-        volumes_from=(spec.bundle_container,),
-        network=spec.network,
-        cpus=spec.cpus,
-        memory_bytes=spec.memory_bytes,
-        labels=labels,
-        workdir=spec.workdir,
-    )
 
-    def outcome(status: SessionStatus, **kw: Any) -> SessionOutcome:
+    def outcome(status: SessionStatus, **kw: object) -> SessionOutcome:
         timings["total"] = time.monotonic() - start
-        return _outcome(spec, status, timings, **kw)
+        return _outcome(spec, status, timings, **kw)  # type: ignore[arg-type]
 
     try:
-        container = runtime.start(container_spec)
-        timings["create"] = time.monotonic() - start
+        prepared = prepare(runtime, spec, wiring)
     except RuntimeFailure as exc:
         timings["init"] = time.monotonic() - start
         return outcome("init_error", error=str(exc))
+    timings["create"] = prepared.created
+    timings["init"] = time.monotonic() - start
     try:
-        try:
-            base = spec.base_commit or prepare_base(container, spec.workdir)
-            if launch.files:
-                container.put_files(launch.files, mode=0o600)
-        except RuntimeFailure as exc:
-            timings["init"] = time.monotonic() - start
-            return outcome("init_error", error=str(exc))
-        timings["init"] = time.monotonic() - start
-
         run_start = time.monotonic()
-        result = container.exec(
-            launch.argv,
-            timeout=max(deadline - run_start, 1.0),
-            env=launch.env,
-            workdir=launch.workdir,
-            stdin=launch.stdin,
-        )
+        harness_run = run(prepared, start + spec.timeout - run_start)
         timings["run"] = time.monotonic() - run_start
-        status: SessionStatus = "timeout" if result.timed_out else ("ok" if result.exit_code == 0 else "harness_error")
-        output = result.output[-OUTPUT_TAIL:].decode("utf-8", errors="replace")
-
         post_start = time.monotonic()
         if after_run is not None:
-            after_run(container)
-        found: list[str] = []
-        if artifacts_dir is not None:
-            artifacts_dir.mkdir(parents=True, exist_ok=True)
-            (artifacts_dir / "harness-output.log").write_bytes(result.output)
-            found = collect_artifacts(container, launch.artifacts, artifacts_dir / "files")
-        try:
-            patch = collect_patch(container, spec.workdir, base, launch.droppings)
-        except RuntimeFailure as exc:
-            timings["postrun"] = time.monotonic() - post_start
-            return outcome("postrun_error", exit_code=result.exit_code, base_commit=base, output=output, error=str(exc))
+            after_run(prepared.container)
+        collected = collect(prepared, artifacts_dir, harness_run.output)
         timings["postrun"] = time.monotonic() - post_start
-        error = f"the harness ran past its {spec.timeout:g} s timeout" if result.timed_out else None
-        if status == "harness_error":
-            error = f"the harness exited with {result.exit_code}"
-        return outcome(
-            status,
-            exit_code=result.exit_code,
-            patch=patch,
-            base_commit=base,
-            output=output,
-            artifacts=tuple(found),
-            error=error,
-        )
     finally:
-        container.remove()
+        discard(prepared)
+    output = harness_run.output[-OUTPUT_TAIL:].decode("utf-8", errors="replace")
+    if collected.error is not None:
+        return outcome(
+            "postrun_error",
+            exit_code=harness_run.exit_code,
+            base_commit=prepared.base_commit,
+            output=output,
+            error=collected.error,
+        )
+    error = harness_run.error
+    if harness_run.status == "timeout":
+        error = f"the harness ran past its {spec.timeout:g} s timeout"
+    return outcome(
+        harness_run.status,
+        exit_code=harness_run.exit_code,
+        patch=collected.patch,
+        base_commit=prepared.base_commit,
+        output=output,
+        artifacts=collected.artifacts,
+        error=error,
+    )
 
 
 def _outcome(

@@ -4,8 +4,8 @@ The stage functions are injected (`Stages`), so the same scheduler drives Docker
 sleeps in the tests and the benchmark. Every transition happens in `StagePools._advance`, synchronously, so these
 rules hold at every point another coroutine can observe:
 
-- Rule 1, READY feeds RUN first: while a RUN slot is free and READY holds a runtime, it starts running. A RUN slot
-  is never idle while READY is not empty (the GPUs wait for nothing that is ready).
+- Rule 1, READY feeds RUN first: while a RUN slot is free and READY holds a prepared session, it starts running. A RUN
+  slot is never idle while READY is not empty (the GPUs wait for nothing that is ready).
 - Rule 2, the READY buffer bounds how far INIT runs ahead: a new INIT starts only while sessions in INIT, READY and
   RUN number fewer than RUN slots + READY size. With every RUN slot busy, READY plus INIT in flight stays within the
   buffer; with a buffer of 0 a RUN slot is reserved before INIT starts (the naive pipeline, for comparison).
@@ -16,7 +16,7 @@ rules hold at every point another coroutine can observe:
 The session timeout starts when INIT starts and covers READY and RUN. INIT past the deadline, a READY wait past it,
 or a run stage that overruns it (plus a grace: stage functions enforce the deadline themselves, the pool only backs
 them up) end the session with reason ``timeout``; POSTRUN always runs, so a partial session keeps what it made.
-Cancelling `StagePools.run` (Ctrl-C) cancels every stage task and hands initialised runtimes to `Stages.discard`.
+Cancelling `StagePools.run` (Ctrl-C) cancels every stage task and hands initialised sessions to `Stages.discard`.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from typing import Any, Generic, Literal, Protocol, TypeVar
 log = logging.getLogger("polar.node")
 
 T = TypeVar("T")
-R = TypeVar("R")
+S = TypeVar("S")  # what INIT made ready: a pooled session (a started container and its launch, in generate)
 O = TypeVar("O")  # noqa: E741
 O_co = TypeVar("O_co", covariant=True)
 EndReason = Literal["ok", "timeout", "init_error", "run_error"]
@@ -82,21 +82,21 @@ class PoolLimits:
             raise ValueError(f"pool limits must be >= 1 (ready >= 0): {self}")
 
 
-class Stages(Protocol[T, R, O_co]):
-    async def init(self, job: Job[T], deadline: float) -> R:
-        """Make the session's runtime ready to run; ``deadline`` is on the pool's clock."""
+class Stages(Protocol[T, S, O_co]):
+    async def init(self, job: Job[T], deadline: float) -> S:
+        """Make the session ready to run; ``deadline`` is on the pool's clock."""
         ...
 
-    async def run(self, job: Job[T], runtime: R, deadline: float) -> Any:
+    async def run(self, job: Job[T], session: S, deadline: float) -> Any:
         """Run the agent; must stop by ``deadline`` (the pool cancels it a grace period later)."""
         ...
 
-    async def postrun(self, job: Job[T], runtime: R | None, end: RunEnd, timings: Timings) -> O_co:
-        """Collect, grade, write and clean up; ``runtime`` is None when INIT failed."""
+    async def postrun(self, job: Job[T], session: S | None, end: RunEnd, timings: Timings) -> O_co:
+        """Collect, grade, write and clean up; ``session`` is None when INIT failed."""
         ...
 
-    async def discard(self, job: Job[T], runtime: R) -> None:
-        """Clean up a runtime whose session was cancelled before POSTRUN."""
+    async def discard(self, job: Job[T], session: S) -> None:
+        """Clean up a session that was cancelled before POSTRUN."""
         ...
 
 
@@ -113,22 +113,22 @@ class Snapshot:
 
 
 @dataclass(slots=True)
-class _Session(Generic[T, R]):
+class _InFlight(Generic[T, S]):
     job: Job[T]
     started: float = 0.0
     deadline: float = 0.0
-    runtime: R | None = None
+    session: S | None = None
     end: RunEnd | None = None
     timings: Timings = field(default_factory=Timings)
     mark: float = 0.0  # when the current stage began
 
 
-class StagePools(Generic[T, R, O]):
+class StagePools(Generic[T, S, O]):
     """Runs jobs through the stages under `PoolLimits`; results go to ``on_result`` as each session finishes."""
 
     def __init__(
         self,
-        stages: Stages[T, R, O],
+        stages: Stages[T, S, O],
         limits: PoolLimits,
         on_result: Callable[[Job[T], O, Timings], None],
         *,
@@ -145,12 +145,12 @@ class StagePools(Generic[T, R, O]):
         self._jobs: Iterator[Job[T]] = iter(())
         self._jobs_done = False
         self._init = 0
-        self._ready: deque[_Session[T, R]] = deque()
+        self._ready: deque[_InFlight[T, S]] = deque()
         self._running = 0
         self._post = 0
-        self._post_queue: deque[_Session[T, R]] = deque()
+        self._post_queue: deque[_InFlight[T, S]] = deque()
         self._tasks: set[asyncio.Task[None]] = set()
-        self._held: dict[int, _Session[T, R]] = {}  # sessions whose runtime exists, for cancellation
+        self._held: dict[int, _InFlight[T, S]] = {}  # sessions that INIT made ready, for cancellation
         self._idle: asyncio.Event | None = None
         self.finished = 0
         self.failed = 0
@@ -175,7 +175,7 @@ class StagePools(Generic[T, R, O]):
     # ---- the run ----------------------------------------------------------------------------------------------
 
     async def run(self, jobs: Iterable[Job[T]]) -> None:
-        """Run every job to the end of POSTRUN. Cancelled: every stage task is cancelled and runtimes discarded."""
+        """Run every job to the end of POSTRUN. Cancelled: every stage task is cancelled, ready sessions discarded."""
         self._jobs = iter(jobs)
         self._idle = asyncio.Event()
         self._busy_since = self.clock()
@@ -207,7 +207,7 @@ class StagePools(Generic[T, R, O]):
             if job is None:
                 self._jobs_done = True
                 break
-            self._start(self._init_stage(_Session(job)))
+            self._start(self._init_stage(_InFlight(job)))
             self._init += 1
         if self.on_change is not None:
             self.on_change(self.snapshot())
@@ -220,12 +220,12 @@ class StagePools(Generic[T, R, O]):
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _init_stage(self, s: _Session[T, R]) -> None:
+    async def _init_stage(self, s: _InFlight[T, S]) -> None:
         s.started = s.mark = self.clock()
         s.deadline = s.started + s.job.timeout
         try:
             async with asyncio.timeout(s.job.timeout):
-                s.runtime = await self.stages.init(s.job, s.deadline)
+                s.session = await self.stages.init(s.job, s.deadline)
             self._held[id(s)] = s
         except TimeoutError:
             s.end = RunEnd("timeout", error=f"INIT did not finish within the {s.job.timeout:g} s session timeout")
@@ -239,7 +239,7 @@ class StagePools(Generic[T, R, O]):
         (self._ready if s.end is None else self._post_queue).append(s)
         self._advance()
 
-    async def _run(self, s: _Session[T, R]) -> None:
+    async def _run(self, s: _InFlight[T, S]) -> None:
         now = self.clock()
         s.timings.ready_wait, s.mark = now - s.mark, now
         try:
@@ -248,7 +248,7 @@ class StagePools(Generic[T, R, O]):
                 s.end = RunEnd("timeout", error="the session timeout passed while it waited in READY")
             else:
                 async with asyncio.timeout(left + self.run_grace):
-                    value = await self.stages.run(s.job, s.runtime, s.deadline)  # type: ignore[arg-type]
+                    value = await self.stages.run(s.job, s.session, s.deadline)  # type: ignore[arg-type]
                 s.end = RunEnd("ok", value)
         except TimeoutError:
             s.end = RunEnd("timeout", error=f"RUN overran the {s.job.timeout:g} s session timeout")
@@ -263,11 +263,11 @@ class StagePools(Generic[T, R, O]):
         self._post_queue.append(s)
         self._advance()
 
-    async def _postrun(self, s: _Session[T, R]) -> None:
+    async def _postrun(self, s: _InFlight[T, S]) -> None:
         s.mark = self.clock()
         assert s.end is not None
         try:
-            result = await self.stages.postrun(s.job, s.runtime, s.end, s.timings)
+            result = await self.stages.postrun(s.job, s.session, s.end, s.timings)
             self._held.pop(id(s), None)
             s.timings.postrun = self.clock() - s.mark
             self.finished += 1
@@ -288,11 +288,11 @@ class StagePools(Generic[T, R, O]):
             await asyncio.gather(*tasks, return_exceptions=True)
         held, self._held = list(self._held.values()), {}
         for s in held:
-            if s.runtime is not None:
+            if s.session is not None:
                 try:
-                    await self.stages.discard(s.job, s.runtime)
+                    await self.stages.discard(s.job, s.session)
                 except Exception:
-                    log.exception("session %s: discarding its runtime failed", s.job.key)
+                    log.exception("session %s: discarding it failed", s.job.key)
         self._account()
 
     def occupancy(self, elapsed: float) -> float:

@@ -1,25 +1,22 @@
 """The runtime seam: what the rest of Polar needs from a container, whatever runs it.
 
-`runtime.docker.DockerRuntime` implements it on the docker SDK. Callers (harness adapters, the SWE evaluator, the
-gateway node) only see these types, so tests can use a fake and a later Kubernetes or Ray runtime fits the same seam.
+`runtime.docker.DockerRuntime` implements it on the docker SDK. Callers (the harness session, the SWE evaluator, the
+image preparation of a run) only see these types, so tests can use a fake and a later Kubernetes or Ray runtime fits
+the same seam. Nothing outside `polar_cli/runtime/` imports the docker SDK.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from polar_cli.errors import PolarError
+Log = Callable[[str], None]
 
 # Every container Polar creates carries MANAGED_LABEL=1; OWNER_LABEL names the process that must remove it.
 MANAGED_LABEL = "polar.managed"
 ROLE_LABEL = "polar.role"
 OWNER_LABEL = "polar.owner"
-
-
-class RuntimeFailure(PolarError):
-    """The container engine is missing, refused an operation, or an image cannot be built."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,12 +74,40 @@ class Container(Protocol):
 
 
 class Runtime(Protocol):
+    """A container backend: containers, the images they start from, and the harness bundles they mount."""
+
     def start(self, spec: ContainerSpec) -> Container:
         """Create and start a container that stays up (its main process sleeps) until removed."""
         ...
 
     def image_exists(self, image: str) -> bool: ...
 
+    def pull(self, image: str) -> None:
+        """Fetch ``image`` from its registry; a `RuntimeFailure` saying why when it cannot."""
+        ...
+
+    def build(
+        self, files: Mapping[str, bytes], tag: str, *, buildargs: Mapping[str, str] | None = None, log: Log = print
+    ) -> None:
+        """Build ``tag`` from a context given as files (``Dockerfile`` among them), logging the build's lines."""
+        ...
+
+    def tag(self, source: str, target: str) -> None:
+        """Give the image ``source`` the extra name ``target``."""
+        ...
+
+    def base_image(self, *, log: Log = print) -> str:
+        """The base image Polar's own images build FROM (bootstrapped when missing); its tag."""
+        ...
+
+    def bundle(self, harness: str, *, build: bool = True, log: Log = print) -> str:
+        """The harness's bundle, ready to mount (`ContainerSpec.volumes_from`); built first if missing and ``build``."""
+        ...
+
     def sweep(self) -> int:
         """Remove containers this runtime's label marks as Polar's and whose owner process is gone; returns how many."""
+        ...
+
+    def close(self) -> None:
+        """Remove every container this runtime started and has not removed yet."""
         ...

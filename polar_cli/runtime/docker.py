@@ -25,14 +25,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import PurePosixPath
 from typing import Any
 
-from polar_cli.runtime.base import (
-    MANAGED_LABEL,
-    OWNER_LABEL,
-    ROLE_LABEL,
-    ContainerSpec,
-    ExecResult,
-    RuntimeFailure,
-)
+from polar_cli.errors import RuntimeFailure
+from polar_cli.runtime.base import MANAGED_LABEL, OWNER_LABEL, ROLE_LABEL, ContainerSpec, ExecResult, Log
 from polar_cli.runtime.execution import CappedBuffer, FrameDecoder, kill_argv, wrapped_argv
 
 # How long an exec may keep streaming after its process group was killed (a stuck mount, a zombie) before we give up.
@@ -259,6 +253,50 @@ class DockerRuntime:
         from polar_cli.runtime.images import image_exists
 
         return image_exists(self.client, image)
+
+    def pull(self, image: str) -> None:
+        from polar_cli.runtime.images import split_image
+
+        repository, tag = split_image(image)
+        try:
+            self.client.api.pull(repository, tag=tag)
+        except Exception as exc:  # docker-py raises APIError, ImageNotFound, requests and socket errors alike
+            raise RuntimeFailure(str(exc)) from exc
+
+    def build(
+        self, files: Mapping[str, bytes], tag: str, *, buildargs: Mapping[str, str] | None = None, log: Log = print
+    ) -> None:
+        from polar_cli.runtime.images import build_image
+
+        build_image(self.client, files, tag, buildargs=buildargs, log=log)
+
+    def tag(self, source: str, target: str) -> None:
+        import docker.errors
+
+        from polar_cli.runtime.images import split_image
+
+        repository, tag = split_image(target)
+        try:
+            self.client.api.tag(source, repository, tag=tag)
+        except docker.errors.APIError as exc:
+            raise RuntimeFailure(f"tagging {source} as {target}: {exc.explanation or exc}") from exc
+
+    def base_image(self, *, log: Log = print) -> str:
+        from polar_cli.runtime.images import ensure_base_image
+
+        return ensure_base_image(self.client, log=log).image
+
+    def bundle(self, harness: str, *, build: bool = True, log: Log = print) -> str:
+        """The bundle data container of ``harness`` (its image built first when ``build`` and missing)."""
+        from polar_cli.runtime.images import ensure_bundle_container, ensure_harness_image, harness_image_plan
+
+        if build:
+            tag = ensure_harness_image(self.client, harness, log=log).image
+        else:
+            tag = harness_image_plan(harness).tag
+            if not self.image_exists(tag):
+                raise RuntimeFailure(f"harness bundle {tag} is missing (polar images build harness {harness})")
+        return ensure_bundle_container(self.client, tag)
 
     def sweep(self) -> int:
         removed = 0

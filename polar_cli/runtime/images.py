@@ -21,12 +21,14 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from polar_cli.runtime.base import MANAGED_LABEL, ROLE_LABEL, RuntimeFailure
+from polar_cli.errors import RuntimeFailure
+from polar_cli.runtime.base import MANAGED_LABEL, ROLE_LABEL, Log
 from polar_cli.runtime.bootstrap import BaseRecipe, bootstrap_rootfs, debian_mirror, scratch_dir
 
-Log = Callable[[str], None]
+if TYPE_CHECKING:
+    from polar_cli.runtime.docker import DockerRuntime
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
@@ -238,6 +240,14 @@ def ensure_harness_image(client: Any, name: str, *, names: ImageNames | None = N
     return _ensure_planned(client, harness_image_plan(name, names), log)
 
 
+def split_image(image: str) -> tuple[str, str]:
+    """``repo[:tag]`` as ``(repo, tag)``; a registry port (``host:5000/x``) is not a tag."""
+    repository, sep, tag = image.rpartition(":")
+    if not sep or "/" in tag:
+        return image, "latest"
+    return repository, tag
+
+
 def bundle_container_name(image: str) -> str:
     """One data container per bundle image: its name carries the image's digest, so a rebuild gets a fresh one."""
     repository, _, version = image.rpartition(":")
@@ -298,3 +308,33 @@ def remove_superseded_images(client: Any, keep: str) -> list[str]:
     with contextlib.suppress(docker.errors.APIError):
         client.api.prune_images(filters={"dangling": True, "label": f"{MANAGED_LABEL}=1"})
     return removed
+
+
+def build_bundles(runtime: DockerRuntime, names: list[str], log: Log) -> list[dict[str, Any]]:
+    """`polar images build base|harness`: base, node and the named bundle images, their data containers, and the
+    cleanup of what they superseded; one result row per image."""
+    client = runtime.client
+    stages = [("base", ensure_base_image)] + ([("node", ensure_node_image)] if names else [])
+    rows: list[dict[str, Any]] = []
+    for label, ensure in stages:
+        result = ensure(client, log=log)
+        rows.append({"kind": label, "image": result.image, "built": result.built, "seconds": round(result.seconds, 2)})
+    for name in names:
+        result = ensure_harness_image(client, name, log=log)
+        start = time.monotonic()
+        container = ensure_bundle_container(client, result.image)
+        remove_stale_bundle_containers(client, name, keep=container)
+        superseded = remove_superseded_images(client, result.image) if result.built else []
+        rows.append(
+            {
+                "kind": "harness",
+                "name": name,
+                "image": result.image,
+                "built": result.built,
+                "seconds": round(result.seconds, 2),
+                "bundle_container": container,
+                "bundle_container_seconds": round(time.monotonic() - start, 2),
+                "removed": superseded,
+            }
+        )
+    return rows

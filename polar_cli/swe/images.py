@@ -14,19 +14,14 @@ from __future__ import annotations
 
 import fnmatch
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
-from polar_cli.errors import ConfigError
-from polar_cli.runtime.base import Runtime, RuntimeFailure
+from polar_cli.errors import ConfigError, RuntimeFailure
+from polar_cli.runtime.base import Log, Runtime
+from polar_cli.runtime.images import split_image
 from polar_cli.swe.manifest import BuildSpec, Instance, load_manifest
-
-if TYPE_CHECKING:
-    from polar_cli.runtime.docker import DockerRuntime
-
-Log = Callable[[str], None]
 
 SWE_GYM_TEMPLATE = "docker.io/xingyaoww/sweb.eval.x86_64.{swegym_id}:latest"
 SWE_BENCH_TEMPLATE = "swebench/sweb.eval.x86_64.{swebench_id}:latest"
@@ -63,27 +58,15 @@ def ensure_image(runtime: Runtime, image: str) -> None:
     """Make sure ``image`` is present, pulling it if the runtime can; a clear `RuntimeFailure` naming it otherwise."""
     if runtime.image_exists(image):
         return
-    client = getattr(runtime, "client", None)
-    reason = "this runtime cannot pull images"
-    if client is not None:
-        try:
-            repository, tag = split_image(image)
-            client.api.pull(repository, tag=tag)
-        except Exception as exc:  # docker-py raises APIError, ImageNotFound, requests and socket errors alike
-            reason = f"pulling it failed: {exc}"
-        else:
-            if runtime.image_exists(image):
-                return
-            reason = "the pull ended without it"
+    try:
+        runtime.pull(image)
+    except RuntimeFailure as exc:
+        reason = f"pulling it failed: {exc}"
+    else:
+        if runtime.image_exists(image):
+            return
+        reason = "the pull ended without it"
     raise RuntimeFailure(f"image {image} is not present and cannot be pulled ({reason})")
-
-
-def split_image(image: str) -> tuple[str, str]:
-    """``repo[:tag]`` as ``(repo, tag)``; a registry port (``host:5000/x``) is not a tag."""
-    repository, sep, tag = image.rpartition(":")
-    if not sep or "/" in tag:
-        return image, "latest"
-    return repository, tag
 
 
 # ---- building --------------------------------------------------------------------------------------------------
@@ -146,28 +129,25 @@ def _build_groups(instances: Iterable[Instance]) -> dict[str, tuple[BuildSpec, l
     return groups
 
 
-def build_instance_images(
-    manifest_path: str | Path, runtime: DockerRuntime, *, log: Log = print
-) -> list[InstanceImageBuild]:
+def build_instance_images(manifest_path: str | Path, runtime: Runtime, *, log: Log = print) -> list[InstanceImageBuild]:
     """Build every image the manifest's build specs describe (bootstrapping the base image first if needed)."""
-    from polar_cli.runtime.images import build_image, context_digest, ensure_base_image
+    from polar_cli.runtime.images import context_digest
 
     groups = _build_groups(load_manifest(manifest_path))
     if not groups:
         raise ConfigError(f"manifest {manifest_path}: no row carries a build spec")
-    client: Any = runtime.client
-    base = ensure_base_image(client, log=log).image
+    base = runtime.base_image(log=log)
     results = []
     for image, (spec, ids) in groups.items():
         start = time.monotonic()
         files = build_context(spec)
         buildargs = {"BASE_IMAGE": base, **spec.args}
-        repository, tag = split_image(image)
+        repository, _tag = split_image(image)
         built_tag = f"{repository}:polar-{context_digest(files, buildargs)}"
         built = not runtime.image_exists(built_tag)
         if built:
             log(f"building {image} ({built_tag}) for {len(ids)} instance(s)")
-            build_image(client, files, built_tag, buildargs=buildargs, log=log)
-        client.api.tag(built_tag, repository, tag=tag)
+            runtime.build(files, built_tag, buildargs=buildargs, log=log)
+        runtime.tag(built_tag, image)
         results.append(InstanceImageBuild(image, built_tag, built, time.monotonic() - start, tuple(ids)))
     return results

@@ -3,7 +3,7 @@
 from polar_cli.trajectory.per_request import per_request
 from polar_cli.trajectory.prefix_merging import detect_eot_token_id, prefix_merging
 from polar_cli.trajectory.stats import Build, MergeStats, Skip, Split
-from polar_cli.trajectory.trace import Trace, TraceError
+from polar_cli.trajectory.trace import Trace
 
 __all__ = [
     "Build",
@@ -11,7 +11,6 @@ __all__ = [
     "Skip",
     "Split",
     "Trace",
-    "TraceError",
     "detect_eot_token_id",
     "per_request",
     "prefix_merging",

@@ -9,9 +9,7 @@ from typing import Any
 
 import orjson
 
-
-class TraceError(ValueError):
-    """A trace would break its invariants: a builder bug or corrupt capture data, never something to train on."""
+from polar_cli.errors import TraceError
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,8 @@ Rule 1: a message with both Content-Length and Transfer-Encoding is refused (400
 the root of request smuggling.
 Rule 2: limits are checked as bytes arrive, before buffering more, so a peer cannot make us hold more than the limit
 (headers, body, and the body after decompression).
-Rule 3: errors carry the status to answer with. After one, the parser is dead: the connection must close.
+Rule 3: errors carry the status to answer with. After one, the parser is dead: the connection must close. A request's
+faults are the caller's (`PeerProtocolError`, 4xx), a response's the upstream's (`UpstreamProtocolError`, 502).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from polar_cli.errors import RequestError
+from polar_cli.errors import PeerProtocolError, UpstreamProtocolError
 
 
 class _NeedData:
@@ -60,31 +61,24 @@ class Response:
     keep_alive: bool
 
 
-class ProtocolError(RequestError):
-    """The peer broke HTTP/1.1; ``path`` is set once the request line was read, so the error takes that API's shape."""
-
-    def __init__(self, message: str, *, status: int = 400, path: str | None = None) -> None:
-        kind: Literal["invalid_request", "payload_too_large", "unsupported_media_type"] = "invalid_request"
-        if status == 413:
-            kind = "payload_too_large"
-        elif status == 415:
-            kind = "unsupported_media_type"
-        super().__init__(message, status=status, kind=kind)
-        self.path = path
-
-
 _TOKEN_CHARS = frozenset(b"!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
 
 
 class _Reader(ABC):
-    """Shared state machine: head, then body by Content-Length, by chunks, or (responses only) until close."""
+    """Shared state machine: head, then body by Content-Length, by chunks, or (responses only) until close.
+
+    A parser only ever reads the peer's bytes, so every fault it finds is the peer's; which error that is depends on
+    who the peer is (``error``): a harness's broken request is a 4xx, an upstream's broken answer a 502.
+    """
+
+    error: type[PeerProtocolError | UpstreamProtocolError]
 
     def __init__(self, limits: Limits) -> None:
         self.limits = limits
         self._buf = bytearray()
         self._scan = 0  # where the search for the end of the head resumes (byte-by-byte peers stay linear)
         self._eof = False
-        self._dead: ProtocolError | None = None
+        self._dead: PeerProtocolError | UpstreamProtocolError | None = None
         self._path: str | None = None
         # per-message state
         self._head: tuple[str, str, str, Headers] | None = None
@@ -107,8 +101,8 @@ class _Reader(ABC):
     def peer_closed(self) -> bool:
         return self._eof
 
-    def _fail(self, message: str, status: int = 400) -> ProtocolError:
-        self._dead = ProtocolError(message, status=status, path=self._path)
+    def _fail(self, message: str, status: int = 400) -> PeerProtocolError | UpstreamProtocolError:
+        self._dead = self.error(message, status=status, path=self._path)
         return self._dead
 
     def _next(self) -> tuple[tuple[str, str, str, Headers], bytes] | _NeedData:
@@ -291,6 +285,8 @@ class _Reader(ABC):
 class RequestParser(_Reader):
     """Server side: requests on one connection, in order (pipelined requests queue in the buffer)."""
 
+    error = PeerProtocolError
+
     def _check_start_line(self, method: str, target: str, version: str) -> None:
         if version not in ("HTTP/1.1", "HTTP/1.0"):
             raise self._fail(f"unsupported HTTP version {version[:20]!r}", 505)
@@ -324,6 +320,8 @@ class RequestParser(_Reader):
 
 class ResponseParser(_Reader):
     """Client side: one response per request sent."""
+
+    error = UpstreamProtocolError
 
     def _check_start_line(self, version: str, status: str, reason: str) -> None:
         if not version.startswith("HTTP/1.") or not (status.isdigit() and len(status) == 3):

@@ -21,7 +21,8 @@ from typing import Any
 
 import pytest
 
-from polar_cli.runtime.base import MANAGED_LABEL, OWNER_LABEL, RuntimeFailure
+from polar_cli.errors import RuntimeFailure
+from polar_cli.runtime.base import MANAGED_LABEL, OWNER_LABEL
 from polar_cli.runtime.docker import connect
 from polar_cli.swe.manifest import load_manifest
 
@@ -48,7 +49,7 @@ def instances() -> int:
 
 
 def command(out: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "polar_cli.generate_command", str(RECIPE), *OVERRIDES, *extra, "--out", str(out)]
+    return [sys.executable, "-m", "polar_cli", "generate", str(RECIPE), *OVERRIDES, *extra, "--out", str(out)]
 
 
 def generate(out: Path, *extra: str) -> dict[str, Any]:

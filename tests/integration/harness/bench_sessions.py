@@ -20,7 +20,7 @@ from polar_cli.harness import ADAPTERS, Wiring
 from polar_cli.harness.session import SessionOutcome, SessionSpec, run_session
 from polar_cli.runtime.bootstrap import BaseRecipe
 from polar_cli.runtime.docker import DockerRuntime
-from polar_cli.runtime.images import ensure_bundle_container, harness_image_plan, image_names
+from polar_cli.runtime.images import image_names
 from tests.integration.harness.shell_policy import ShellToolDouble
 from tests.support.gateway import RunningGateway, running_gateway
 
@@ -35,7 +35,7 @@ def one(
 
 
 def bench(harness: str, sessions: int, concurrency: int, runtime: DockerRuntime, image: str) -> dict[str, float]:
-    bundle = ensure_bundle_container(runtime.client, harness_image_plan(harness).tag)
+    bundle = runtime.bundle(harness, build=False)
     with (
         tempfile.TemporaryDirectory() as tmp,
         ShellToolDouble("printf ok > /testbed/probe.txt") as upstream,

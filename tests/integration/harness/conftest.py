@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from polar_cli.runtime.base import MANAGED_LABEL, OWNER_LABEL, RuntimeFailure
+from polar_cli.errors import RuntimeFailure
+from polar_cli.runtime.base import MANAGED_LABEL, OWNER_LABEL
 from polar_cli.runtime.bootstrap import BaseRecipe
 from polar_cli.runtime.docker import DockerRuntime, connect
 from polar_cli.runtime.images import (

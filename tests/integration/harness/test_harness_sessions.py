@@ -76,7 +76,7 @@ def run_one(
             harness=ADAPTERS[harness],
             image=image,
             instruction=HOSTILE,
-            bundle_container=bundle,
+            bundle=bundle,
             timeout=timeout,
         )
         outcome = run_session(runtime, spec, Wiring(gateway.url, key), tmp_path / "artifacts", after_run=after_run)

@@ -12,11 +12,12 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from polar_cli.commands.evaluate import evaluate
+from polar_cli.commands.validate import validate
 from polar_cli.runtime.docker import DockerRuntime
 from polar_cli.swe.evaluate import EvalJob, EvalOptions, evaluate_many
 from polar_cli.swe.images import InstanceImageBuild
 from polar_cli.swe.manifest import load_manifest
-from polar_cli.swe_command import evaluate, validate
 
 pytestmark = pytest.mark.integration
 

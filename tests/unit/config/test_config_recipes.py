@@ -10,6 +10,7 @@ import typer
 from pydantic import BaseModel
 from typer.testing import CliRunner
 
+from polar_cli.commands.generate import generate
 from polar_cli.config import (
     EngineConfig,
     Recipe,
@@ -20,7 +21,6 @@ from polar_cli.config import (
     recipe_yaml,
 )
 from polar_cli.errors import ConfigError
-from polar_cli.generate_command import generate
 
 RECIPES = Path(__file__).resolve().parents[3] / "recipes"
 MINIMAL: dict[str, Any] = {

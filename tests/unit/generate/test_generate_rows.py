@@ -12,7 +12,7 @@ from polar_cli.capture import CaptureRecord
 from polar_cli.generate.rows import SessionFacts, build_row, verdict
 from polar_cli.generate.state import STATE
 from polar_cli.generate.summary import render_summary, summarize
-from polar_cli.node.docker_stages import Finished, HarnessRun
+from polar_cli.harness.session import Collected, HarnessRun
 from polar_cli.node.pools import RunEnd
 from polar_cli.swe import grading
 from polar_cli.swe.evaluate import Evaluation
@@ -59,7 +59,7 @@ def facts(**kw: Any) -> SessionFacts:
         "model": "m",
         "end": RunEnd("ok", OK_RUN),
         "harness_run": OK_RUN,
-        "finished": Finished("PATCH", ()),
+        "finished": Collected("PATCH", ()),
         "records": records,
         "build": per_request(records),
         "evaluation": evaluation("resolved"),
@@ -95,7 +95,7 @@ def facts(**kw: Any) -> SessionFacts:
             {"end": RunEnd("timeout", error="READY"), "harness_run": None, "records": []},
             ("error", "INIT_TIMEOUT", "init_timeout: READY"),
         ),
-        ({"finished": Finished("", (), "bad object")}, ("error", "POSTRUN_ERROR", "postrun_error: bad object")),
+        ({"finished": Collected("", (), "bad object")}, ("error", "POSTRUN_ERROR", "postrun_error: bad object")),
         ({"evaluation": evaluation("error")}, ("error", "EVAL_ERROR", "eval_error: None")),
     ],
 )

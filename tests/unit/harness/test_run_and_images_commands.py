@@ -10,10 +10,11 @@ import typer
 from typer.testing import CliRunner
 
 from polar_cli.capture import CaptureRecord, CaptureWriter
+from polar_cli.commands.images import images
+from polar_cli.commands.run import run
 from polar_cli.errors import ConfigError
 from polar_cli.harness.session import SessionOutcome
-from polar_cli.images_command import images
-from polar_cli.run_command import Target, engine_config, resolve_target, run, session_result
+from polar_cli.node.adhoc import Target, engine_config, resolve_target, session_result
 
 runner = CliRunner()
 

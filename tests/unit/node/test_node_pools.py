@@ -1,5 +1,5 @@
-"""Stage pools with simulated runtimes (sleeps): the READY buffer is honoured, RUN slots never idle while READY holds a
-runtime, timeouts start at INIT, and cancellation leaves no runtime behind."""
+"""Stage pools with simulated sessions (sleeps): the READY buffer is honoured, RUN slots never idle while READY holds a
+session, timeouts start at INIT, and cancellation leaves no session behind."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ INIT, RUN, POST = 0.02, 0.05, 0.01
 
 @dataclass
 class Sim:
-    """Sleep-based stages that record what happened to every runtime."""
+    """Sleep-based stages that record what happened to every session."""
 
     init_s: float = INIT
     run_s: float = RUN
@@ -34,7 +34,7 @@ class Sim:
         self.created.append(job.key)
         return f"rt-{job.key}"
 
-    async def run(self, job: Job[int], runtime: str, deadline: float) -> str:
+    async def run(self, job: Job[int], session: str, deadline: float) -> str:
         loop = asyncio.get_running_loop()
         if self.honour_deadline and loop.time() + self.run_s > deadline:
             await asyncio.sleep(max(deadline - loop.time(), 0))
@@ -42,12 +42,12 @@ class Sim:
         await asyncio.sleep(self.run_s)
         return "done"
 
-    async def postrun(self, job: Job[int], runtime: str | None, end: RunEnd, timings: Timings) -> str:
+    async def postrun(self, job: Job[int], session: str | None, end: RunEnd, timings: Timings) -> str:
         await asyncio.sleep(self.post_s)
-        self.postrun_seen[job.key] = (runtime, end)
+        self.postrun_seen[job.key] = (session, end)
         return end.reason
 
-    async def discard(self, job: Job[int], runtime: str) -> None:
+    async def discard(self, job: Job[int], session: str) -> None:
         self.discarded.append(job.key)
 
 
@@ -93,7 +93,7 @@ def test_ready_buffer_is_honoured_and_run_slots_never_idle(init: int, run: int, 
     assert len(observed) > 100  # the observer really interleaved with the pool
     for snap in snapshots + observed:
         assert snap.ready <= ready, snap
-        # Rule 1: a runtime in READY means every RUN slot is busy
+        # Rule 1: a session in READY means every RUN slot is busy
         assert snap.ready == 0 or snap.running == run, snap
         # Rule 2: INIT runs ahead only as far as the buffer allows
         assert snap.init + snap.ready + snap.running <= run + ready, snap
@@ -141,8 +141,8 @@ def test_session_timeout_counts_from_init_and_keeps_partial_work() -> None:
     sim = Sim(init_s=0.3, run_s=5.0)
     limits = PoolLimits(init=1, run=1, postrun=1, ready=0)
     _s, _o, results = asyncio.run(drive(sim, limits, 1, timeout=0.6, observe_loop=False))
-    runtime, end = sim.postrun_seen["s0"]
-    assert runtime == "rt-s0" and end.reason == "ok" and end.value == "timed_out"
+    session, end = sim.postrun_seen["s0"]
+    assert session == "rt-s0" and end.reason == "ok" and end.value == "timed_out"
     timings = results["s0"][1]
     assert timings.init + timings.run == pytest.approx(0.6, abs=0.12)
 
@@ -158,8 +158,8 @@ def test_pool_backstop_ends_an_overrunning_run_and_postrun_still_runs() -> None:
         return sim, results
 
     sim, results = asyncio.run(go())
-    runtime, end = sim.postrun_seen["s0"]
-    assert runtime == "rt-s0" and end.reason == "timeout" and "overran" in (end.error or "")
+    session, end = sim.postrun_seen["s0"]
+    assert session == "rt-s0" and end.reason == "timeout" and "overran" in (end.error or "")
     assert results == {"s0": "timeout"}
 
 
@@ -173,12 +173,12 @@ def test_timeout_while_waiting_in_ready_skips_run() -> None:
         await pools.run([Job("s0", 0, 5.0), Job("s1", 1, 0.15)])
 
     asyncio.run(go())
-    runtime, end = sim.postrun_seen["s1"]
-    assert runtime == "rt-s1" and end.reason == "timeout" and "READY" in (end.error or "")
+    session, end = sim.postrun_seen["s1"]
+    assert session == "rt-s1" and end.reason == "timeout" and "READY" in (end.error or "")
     assert sim.postrun_seen["s0"][1].reason == "ok"
 
 
-def test_init_failure_and_init_timeout_reach_postrun_without_runtime() -> None:
+def test_init_failure_and_init_timeout_reach_postrun_without_a_session() -> None:
     sim = Sim(init_s=0.05, fail_init={"s1"})
     _s, _o, results = asyncio.run(drive(sim, PoolLimits(2, 2, 2, 1), 3))
     assert sim.postrun_seen["s1"][0] is None and sim.postrun_seen["s1"][1].reason == "init_error"
@@ -191,7 +191,7 @@ def test_init_failure_and_init_timeout_reach_postrun_without_runtime() -> None:
     assert results["s0"][0] == "timeout"
 
 
-def test_cancel_discards_every_runtime_that_did_not_reach_postrun() -> None:
+def test_cancel_discards_every_session_that_did_not_reach_postrun() -> None:
     async def go() -> tuple[Sim, StagePools[int, str, str]]:
         sim = Sim(init_s=0.02, run_s=1.0, post_s=1.0)
         pools: StagePools[int, str, str] = StagePools(sim, PoolLimits(3, 2, 1, 2), lambda *a: None)
@@ -204,7 +204,7 @@ def test_cancel_discards_every_runtime_that_did_not_reach_postrun() -> None:
 
     sim, pools = asyncio.run(go())
     assert sim.created, "nothing was initialised"
-    # every runtime created was either handed to a finished POSTRUN or discarded, never leaked
+    # every session created was either handed to a finished POSTRUN or discarded, never leaked
     finished = set(sim.postrun_seen)
     assert set(sim.created) == finished | set(sim.discarded)
     assert len(sim.discarded) >= 2 + 2  # the two running and the two READY at least

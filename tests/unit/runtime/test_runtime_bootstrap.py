@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from polar_cli.runtime.base import RuntimeFailure
+from polar_cli.errors import RuntimeFailure
 from polar_cli.runtime.bootstrap import (
     AptSource,
     BaseRecipe,

@@ -14,7 +14,8 @@ from typing import Any
 import docker.errors
 import pytest
 
-from polar_cli.runtime.base import MANAGED_LABEL, OWNER_LABEL, ROLE_LABEL, ContainerSpec, RuntimeFailure
+from polar_cli.errors import RuntimeFailure
+from polar_cli.runtime.base import MANAGED_LABEL, OWNER_LABEL, ROLE_LABEL, ContainerSpec
 from polar_cli.runtime.docker import DockerRuntime, owner_alive, owner_token, process_start_time
 from polar_cli.runtime.execution import KILL_SCRIPT
 
@@ -89,6 +90,17 @@ class FakeAPI:
 
     def containers(self, **kw: Any) -> list[dict[str, Any]]:
         return self.containers_list
+
+    def pull(self, repository: str, tag: str) -> None:
+        if repository.startswith("unreachable"):
+            raise docker.errors.APIError("registry unreachable")
+        self.pulled = (repository, tag)
+
+    def tag(self, source: str, repository: str, tag: str) -> bool:
+        if source == "missing":
+            raise docker.errors.APIError("no such image")
+        self.tagged = (source, repository, tag)
+        return True
 
 
 class FakeClient:
@@ -194,3 +206,17 @@ def test_removal_errors_other_than_gone_are_reported(fake: tuple[DockerRuntime, 
     api.remove_container = refuse  # type: ignore[method-assign]
     with pytest.raises(RuntimeFailure, match="removing container"):
         runtime.remove("c9")
+
+
+def test_pull_and_tag_split_names_and_fail_as_runtime_failures(fake: tuple[DockerRuntime, FakeAPI]) -> None:
+    runtime, api = fake
+    runtime.pull("localhost:5000/x/y:1")
+    assert api.pulled == ("localhost:5000/x/y", "1")
+    runtime.pull("debian")
+    assert api.pulled == ("debian", "latest")
+    with pytest.raises(RuntimeFailure, match="registry unreachable"):
+        runtime.pull("unreachable/x:1")
+    runtime.tag("polar/x:polar-abc", "demo/x:0.3")
+    assert api.tagged == ("polar/x:polar-abc", "demo/x", "0.3")
+    with pytest.raises(RuntimeFailure, match="tagging missing as demo/x:1"):
+        runtime.tag("missing", "demo/x:1")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from polar_cli.runtime.base import RuntimeFailure
+from polar_cli.errors import RuntimeFailure
 from polar_cli.runtime.bootstrap import BaseRecipe
 from polar_cli.runtime.images import (
     HARNESSES,

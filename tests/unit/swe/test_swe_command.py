@@ -12,10 +12,11 @@ import typer
 from swe_fakes import FakeRuntime, marked_log, result
 from typer.testing import CliRunner
 
-from polar_cli import swe_command
-from polar_cli.errors import PolarError
-from polar_cli.runtime.base import ExecResult, RuntimeFailure
-from polar_cli.swe_command import evaluate, validate
+from polar_cli.commands import swe_jobs
+from polar_cli.commands.evaluate import evaluate
+from polar_cli.commands.validate import validate
+from polar_cli.errors import PolarError, RuntimeFailure
+from polar_cli.runtime.base import ExecResult
 
 GOLD = "diff --git a/src.py b/src.py\n--- a/src.py\n+++ b/src.py\n@@ -1 +1 @@\n-a\n+b\n"
 WRONG = "diff --git a/src.py b/src.py\n--- a/src.py\n+++ b/src.py\n@@ -1 +1 @@\n-a\n+c\n"
@@ -49,7 +50,7 @@ def respond(script: str, files: Mapping[str, bytes]) -> ExecResult:
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch) -> FakeRuntime:
     runtime = FakeRuntime(respond)
-    monkeypatch.setattr(swe_command, "_runtime", lambda: runtime)
+    monkeypatch.setattr(swe_jobs, "open_runtime", lambda: runtime)
     return runtime
 
 
@@ -157,7 +158,7 @@ def test_no_engine_exits_1(monkeypatch: pytest.MonkeyPatch, manifest: Path, tmp_
     def no_engine() -> FakeRuntime:
         raise RuntimeFailure("no Docker engine answers")
 
-    monkeypatch.setattr(swe_command, "_runtime", no_engine)
+    monkeypatch.setattr(swe_jobs, "open_runtime", no_engine)
     run = invoke("evaluate", str(predictions(tmp_path, {"o__r-1": GOLD})), "--manifest", str(manifest))
     assert (run.exit_code, "no Docker engine answers" in run.stderr) == (1, True)
     assert issubclass(RuntimeFailure, PolarError)

@@ -39,7 +39,7 @@ def test_resolved_runs_apply_then_eval_in_a_fresh_networkless_container() -> Non
     evaluation = evaluate_instance(runtime, INSTANCE, INSTANCE.patch, OPTIONS, "m")
     assert evaluation.outcome == "resolved" and evaluation.patch_applied
     (container,) = runtime.containers
-    assert container.execs == ["apply.sh", "eval.sh"] and container.removed
+    assert container.scripts == ["apply.sh", "eval.sh"] and container.removed
     assert (runtime.specs[0].image, runtime.specs[0].network, runtime.specs[0].role) == ("img:1", "none", "eval")
     assert container.files[f"{EVAL_DIR}/model.patch"] == INSTANCE.patch.encode()
     assert b"pytest -rA tests/t.py" in container.files[f"{EVAL_DIR}/eval.sh"]
@@ -60,7 +60,7 @@ def test_patch_that_does_not_apply_skips_the_tests() -> None:
     evaluation = evaluate_instance(runtime, INSTANCE, "garbage", OPTIONS)
     assert (evaluation.outcome, evaluation.patch_applied) == ("unresolved", False)
     assert evaluation.grade.reason == "the patch did not apply"
-    assert runtime.containers[0].execs == ["apply.sh"] and runtime.containers[0].removed
+    assert runtime.containers[0].scripts == ["apply.sh"] and runtime.containers[0].removed
 
 
 def test_test_timeout_is_unresolved() -> None:
@@ -92,7 +92,7 @@ def test_empty_patch_runs_the_tests_when_asked() -> None:
     runtime = FakeRuntime(responder(eval=before))
     options = EvalOptions(image="img:1", run_empty=True)
     evaluation = evaluate_instance(runtime, INSTANCE, "", options)
-    assert runtime.containers[0].execs == ["eval.sh"]
+    assert runtime.containers[0].scripts == ["eval.sh"]
     assert evaluation.grade.tests is not None
     assert evaluation.grade.tests.fail_to_pass_failure == ("tests/t.py::test_bug",)
 

@@ -6,10 +6,11 @@ from typing import Any
 
 import pytest
 
-from polar_cli.errors import ConfigError
-from polar_cli.runtime.base import RuntimeFailure
-from polar_cli.swe.images import _build_groups, build_context, ensure_image, instance_image, split_image
+from polar_cli.errors import ConfigError, RuntimeFailure
+from polar_cli.runtime.images import split_image
+from polar_cli.swe.images import _build_groups, build_context, ensure_image, instance_image
 from polar_cli.swe.manifest import BuildSpec, Instance
+from tests.support.fake_runtime import FakeRuntime
 
 
 def instance(instance_id: str = "getmoto__moto-7365", **fields: Any) -> Instance:
@@ -68,50 +69,27 @@ def test_split_image(image: str, parts: tuple[str, str]) -> None:
     assert split_image(image) == parts
 
 
-class Api:
-    def __init__(self, runtime: FakeRuntime, pull_error: Exception | None) -> None:
-        self.runtime, self.pull_error, self.pulls = runtime, pull_error, []
-
-    def pull(self, repository: str, tag: str) -> None:
-        self.pulls.append((repository, tag))
-        if self.pull_error is not None:
-            raise self.pull_error
-        self.runtime.present.add(f"{repository}:{tag}")
-
-
-class Client:
-    def __init__(self, api: Api) -> None:
-        self.api = api
-
-
-class FakeRuntime:
-    def __init__(self, present: set[str], *, can_pull: bool = False, pull_error: Exception | None = None) -> None:
-        self.present = present
-        self.client = Client(Api(self, pull_error)) if can_pull else None
-
-    def image_exists(self, image: str) -> bool:
-        return image in self.present
-
-
 def test_present_image_is_fine() -> None:
-    ensure_image(FakeRuntime({"a:1"}), "a:1")  # type: ignore[arg-type]
+    runtime = FakeRuntime(images={"a:1"})
+    ensure_image(runtime, "a:1")
+    assert runtime.pulls == []
 
 
 def test_absent_image_is_pulled_when_possible() -> None:
-    runtime = FakeRuntime(set(), can_pull=True)
-    ensure_image(runtime, "reg/a:1")  # type: ignore[arg-type]
-    assert runtime.client is not None and runtime.client.api.pulls == [("reg/a", "1")]
+    runtime = FakeRuntime(images=set(), pull_error=None)
+    ensure_image(runtime, "reg/a:1")
+    assert runtime.pulls == ["reg/a:1"]
 
 
 def test_absent_image_that_cannot_be_pulled_is_named() -> None:
-    runtime = FakeRuntime(set(), can_pull=True, pull_error=OSError("registry unreachable"))
+    runtime = FakeRuntime(images=set(), pull_error=RuntimeFailure("registry unreachable"))
     with pytest.raises(
         RuntimeFailure,
         match=r"image reg/a:1 is not present and cannot be pulled \(pulling it failed: registry unreachable\)",
     ):
-        ensure_image(runtime, "reg/a:1")  # type: ignore[arg-type]
+        ensure_image(runtime, "reg/a:1")
     with pytest.raises(RuntimeFailure, match="image b:2 is not present and cannot be pulled"):
-        ensure_image(FakeRuntime(set()), "b:2")  # type: ignore[arg-type]
+        ensure_image(FakeRuntime(images=set()), "b:2")
 
 
 def test_build_context_applies_dockerignore(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from polar_cli import cli
 from polar_cli.capture import CaptureRecord, CaptureWriter
 
-cli._register()
+app = cli.build_app()
 runner = CliRunner()
 
 TOOLS = [
@@ -58,9 +58,7 @@ def _load(path: Path, cache: Path) -> list[dict[str, Any]]:
 @pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
 def test_merge_traces_output_loads_with_datasets(capture_dir: Path, tmp_path: Path, suffix: str) -> None:
     out = tmp_path / f"traces{suffix}"
-    result = runner.invoke(
-        cli.app, ["merge-traces", str(capture_dir), "--strategy", "prefix_merging", "--out", str(out)]
-    )
+    result = runner.invoke(app, ["merge-traces", str(capture_dir), "--strategy", "prefix_merging", "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert "completions_merged" in result.output
     rows = _load(out, tmp_path / "cache")
@@ -91,7 +89,7 @@ def test_merge_traces_output_loads_with_datasets(capture_dir: Path, tmp_path: Pa
 def test_json_output_reports_stats_and_splits(capture_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "t.jsonl"
     args = ["merge-traces", str(capture_dir), "--strategy", "prefix_merging", "--out", str(out), "--json"]
-    result = runner.invoke(cli.app, args)
+    result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     report = orjson.loads(result.stdout)
     assert report["rows"] == 4
@@ -107,7 +105,7 @@ def test_json_output_reports_stats_and_splits(capture_dir: Path, tmp_path: Path)
 def test_per_request_writes_one_row_per_trainable_call(capture_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "t.parquet"
     args = ["merge-traces", str(capture_dir), "--strategy", "per_request", "--out", str(out), "--json"]
-    result = runner.invoke(cli.app, args)
+    result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     rows = _load(out, tmp_path / "cache")
     assert [r["seqs"] for r in rows] == [[0], [2], [3]] * 2
@@ -125,7 +123,7 @@ def test_per_request_writes_one_row_per_trainable_call(capture_dir: Path, tmp_pa
 )
 def test_bad_usage_exits_2(capture_dir: Path, tmp_path: Path, args: list[str], message: str) -> None:
     args = [a.replace("OUT", str(tmp_path)) for a in args]
-    result = runner.invoke(cli.app, ["merge-traces", str(capture_dir), *args])
+    result = runner.invoke(app, ["merge-traces", str(capture_dir), *args])
     assert result.exit_code == 2
     assert message in result.output
 
@@ -133,10 +131,10 @@ def test_bad_usage_exits_2(capture_dir: Path, tmp_path: Path, args: list[str], m
 def test_capture_dir_without_sessions_exits_2(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     args = ["merge-traces", str(tmp_path / "empty"), "--strategy", "per_request", "--out", str(tmp_path / "t.jsonl")]
-    result = runner.invoke(cli.app, args)
+    result = runner.invoke(app, args)
     assert result.exit_code == 2
     assert "no session files" in result.output
-    result = runner.invoke(cli.app, [*args[:1], str(tmp_path / "nope"), *args[2:]])
+    result = runner.invoke(app, [*args[:1], str(tmp_path / "nope"), *args[2:]])
     assert result.exit_code == 2
     assert "not a directory" in result.output
 
@@ -147,10 +145,10 @@ def test_undetectable_end_of_turn_asks_for_the_flag(tmp_path: Path) -> None:
     writer.write(call(0, [10, A], [20, 21], finish="length"))
     writer.close()
     args = ["merge-traces", str(d), "--strategy", "prefix_merging", "--out", str(tmp_path / "t.jsonl")]
-    result = runner.invoke(cli.app, args)
+    result = runner.invoke(app, args)
     assert result.exit_code == 2
     assert "--eot-token-id" in result.output
-    result = runner.invoke(cli.app, [*args, "--eot-token-id", str(E)])
+    result = runner.invoke(app, [*args, "--eot-token-id", str(E)])
     assert result.exit_code == 0, result.output
 
 
@@ -160,7 +158,7 @@ def test_no_trainable_call_exits_1_and_writes_nothing(tmp_path: Path) -> None:
     writer.write(failed(0))
     writer.close()
     out = tmp_path / "t.parquet"
-    result = runner.invoke(cli.app, ["merge-traces", str(d), "--strategy", "prefix_merging", "--out", str(out)])
+    result = runner.invoke(app, ["merge-traces", str(d), "--strategy", "prefix_merging", "--out", str(out)])
     assert result.exit_code == 1
     assert "no trainable calls" in result.output
     assert not out.exists()
@@ -172,6 +170,6 @@ def test_unreadable_capture_file_exits_1(tmp_path: Path) -> None:
     d.mkdir()
     (d / "s.jsonl").write_bytes(b'{"v": 99}\n')
     args = ["merge-traces", str(d), "--strategy", "per_request", "--out", str(tmp_path / "t.jsonl")]
-    result = runner.invoke(cli.app, args)
+    result = runner.invoke(app, args)
     assert result.exit_code == 1
     assert "unreadable capture file" in result.output

@@ -6,7 +6,8 @@ import re
 import orjson
 import pytest
 
-from polar_cli.trajectory import Trace, TraceError
+from polar_cli.errors import TraceError
+from polar_cli.trajectory import Trace
 
 
 def make(ids: list[int], mask: list[int], logprobs: list) -> Trace:

@@ -5,10 +5,10 @@ import zlib
 
 import pytest
 
+from polar_cli.errors import PeerProtocolError, UpstreamProtocolError
 from polar_cli.wire.http11 import (
     NEED_DATA,
     Limits,
-    ProtocolError,
     Request,
     RequestParser,
     Response,
@@ -46,7 +46,7 @@ def test_pipelined_requests_come_out_in_order_and_trailing_garbage_fails_after()
     reqs = feed(parser, SIMPLE + SIMPLE.replace(b"messages", b"responses"))
     assert [r.path for r in reqs] == ["/v1/messages", "/v1/responses"]
     parser.receive_data(b"\x00\x01garbage\r\n\r\n")
-    with pytest.raises(ProtocolError) as exc:
+    with pytest.raises(PeerProtocolError) as exc:
         parser.next_event()
     assert exc.value.status == 400
 
@@ -94,17 +94,17 @@ def test_compressed_bodies_are_decoded(encoding: str, compress: object) -> None:
 def test_malformed_requests_carry_the_status_to_answer(data: bytes, status: int) -> None:
     parser = RequestParser(Limits(max_body_bytes=1 << 20))
     parser.receive_data(data)
-    with pytest.raises(ProtocolError) as exc:
+    with pytest.raises(PeerProtocolError) as exc:
         parser.next_event()
     assert exc.value.status == status
-    with pytest.raises(ProtocolError):  # the parser stays dead
+    with pytest.raises(PeerProtocolError):  # the parser stays dead
         parser.next_event()
 
 
 def test_head_and_decompression_limits() -> None:
     parser = RequestParser(Limits(max_header_bytes=100))
     parser.receive_data(b"POST / HTTP/1.1\r\nX: " + b"a" * 200)
-    with pytest.raises(ProtocolError) as exc:
+    with pytest.raises(PeerProtocolError) as exc:
         parser.next_event()
     assert exc.value.status == 431
     bomb = gzip.compress(b"0" * 100_000)
@@ -112,7 +112,7 @@ def test_head_and_decompression_limits() -> None:
     parser.receive_data(
         b"POST / HTTP/1.1\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n\r\n%s" % (len(bomb), bomb)
     )
-    with pytest.raises(ProtocolError) as exc:
+    with pytest.raises(PeerProtocolError) as exc:
         parser.next_event()
     assert exc.value.status == 413
 
@@ -120,7 +120,7 @@ def test_head_and_decompression_limits() -> None:
 def test_path_is_known_to_errors_after_the_request_line() -> None:
     parser = RequestParser(Limits())
     parser.receive_data(b"POST /v1beta/models/g:generateContent HTTP/1.1\r\nContent-Length: x\r\n\r\n")
-    with pytest.raises(ProtocolError) as exc:
+    with pytest.raises(PeerProtocolError) as exc:
         parser.next_event()
     assert exc.value.path == "/v1beta/models/g:generateContent"
 
@@ -141,7 +141,7 @@ def test_eof_mid_body_is_an_error_and_clean_eof_is_not() -> None:
     parser = RequestParser(Limits())
     parser.receive_data(b"POST / HTTP/1.1\r\nContent-Length: 10\r\n\r\nabc")
     parser.receive_data(b"")
-    with pytest.raises(ProtocolError):
+    with pytest.raises(PeerProtocolError):
         parser.next_event()
     parser = RequestParser(Limits())
     parser.receive_data(b"")
@@ -163,3 +163,15 @@ def test_response_parser_length_chunked_and_until_close() -> None:
     p.receive_data(b"")
     resp = p.next_event()
     assert isinstance(resp, Response) and resp.body == b"body" and not resp.keep_alive
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"HTTP/1.1 2x0 OK\r\n\r\n", b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n", b"SPDY 200\r\n\r\n"],
+)
+def test_an_upstreams_broken_answer_is_its_fault_not_the_callers(data: bytes) -> None:
+    parser = ResponseParser(Limits())
+    parser.receive_data(data)
+    with pytest.raises(UpstreamProtocolError) as exc:
+        parser.next_event()
+    assert exc.value.status == 502 and not isinstance(exc.value, PeerProtocolError)

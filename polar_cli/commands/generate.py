@@ -13,7 +13,7 @@ from typing import Annotated
 import orjson
 import typer
 
-from polar_cli.errors import ConfigError, PolarError
+from polar_cli.commands.common import INTERRUPTED, exit_codes
 
 
 def generate(
@@ -36,23 +36,12 @@ def generate(
     without duplicating or losing a row.
     """
     from polar_cli.config import load_recipe
-
-    try:
-        loaded = load_recipe(recipe, overrides or [])
-        run_dir = out or Path(loaded.output.dir or Path("runs") / (loaded.name or recipe.stem))
-    except ConfigError as exc:
-        typer.echo(f"Error: {exc}", err=True)
-        raise typer.Exit(2) from exc
     from polar_cli.generate.run import generate as run_generate
 
-    try:
+    with exit_codes():
+        loaded = load_recipe(recipe, overrides or [])
+        run_dir = out or Path(loaded.output.dir or Path("runs") / (loaded.name or recipe.stem))
         outcome = run_generate(loaded, run_dir, live=not no_progress and not json_)
-    except ConfigError as exc:
-        typer.echo(f"Error: {exc}", err=True)
-        raise typer.Exit(2) from exc
-    except PolarError as exc:
-        typer.echo(f"Error: {exc}", err=True)
-        raise typer.Exit(1) from exc
     summary = outcome.summary
     if json_:
         typer.echo(orjson.dumps(summary).decode())
@@ -64,15 +53,6 @@ def generate(
         Console().print(render_summary(summary))
     if outcome.interrupted:
         typer.echo(f"interrupted; resume with the same command (run directory {run_dir})", err=True)
-        raise typer.Exit(130)
+        raise typer.Exit(INTERRUPTED)
     if summary["errors_last_segment"] or summary["pending"]:
         raise typer.Exit(1)
-
-
-def main() -> None:
-    """``python -m polar_cli.generate_command``: the command on its own (tests, and builds without the cli entry)."""
-    typer.run(generate)
-
-
-if __name__ == "__main__":
-    main()

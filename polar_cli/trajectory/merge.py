@@ -1,4 +1,7 @@
-"""`polar merge-traces`: capture records in, a trajectory corpus (JSONL or Parquet) out."""
+"""Capture records in, a trajectory corpus (JSONL or Parquet) out, all-or-nothing: what `polar merge-traces` runs.
+
+Sessions are read one at a time, so peak memory follows the largest session, not the whole capture directory.
+"""
 
 from __future__ import annotations
 
@@ -6,22 +9,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
-
-import orjson
-import typer
+from typing import Any
 
 from polar_cli.capture import CaptureRecord, read_session
-from polar_cli.errors import ConfigError, PolarError
+from polar_cli.errors import CaptureReadError, ConfigError
 from polar_cli.trajectory.per_request import per_request, skip_reason
 from polar_cli.trajectory.prefix_merging import detect_eot_token_id, prefix_merging
-from polar_cli.trajectory.stats import SPLIT_MEANING, MergeStats
-
-_SPLITS_SHOWN = 20
-
-
-class CaptureReadError(PolarError):
-    """A session file could not be read back: corrupt or from an unknown capture format."""
+from polar_cli.trajectory.stats import MergeStats
 
 
 class Strategy(StrEnum):
@@ -120,76 +114,3 @@ def merge_capture(capture_dir: Path, strategy: Strategy, out: Path, eot_token_id
         writer.abort()
         raise
     return MergeResult(out, writer.rows, strategy.value, eot, MergeStats.combine(parts))
-
-
-def merge_traces(
-    capture_dir: Annotated[Path, typer.Argument(help="Capture directory written by `polar proxy --capture-dir`.")],
-    strategy: Annotated[
-        Strategy,
-        typer.Option(help="per_request: one trace per model call; prefix_merging: one per conversation chain."),
-    ],
-    out: Annotated[Path, typer.Option(help="Output file: FILE.jsonl or FILE.parquet (written all-or-nothing).")],
-    eot_token_id: Annotated[
-        int | None,
-        typer.Option(help="End-of-turn token id; detected from the first normally stopped call when omitted."),
-    ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
-) -> None:
-    """Turn capture records into trainable traces (token ids, loss mask, logprobs, messages + tools)."""
-    try:
-        result = merge_capture(capture_dir, strategy, out, eot_token_id)
-    except ConfigError as exc:
-        typer.echo(f"Error: {exc}", err=True)
-        raise typer.Exit(2) from exc
-    except (CaptureReadError, OSError) as exc:
-        typer.echo(f"Error: {exc}", err=True)
-        raise typer.Exit(1) from exc
-    if as_json:
-        typer.echo(orjson.dumps(result.to_dict()).decode())
-    else:
-        _print_summary(result)
-    if result.rows == 0:
-        if not as_json:
-            typer.echo(f"Error: no trainable calls in {capture_dir}; {out} not written", err=True)
-        raise typer.Exit(1)
-
-
-def _print_summary(result: MergeResult) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    stats = result.stats
-    console = Console()
-    console.print(f"merge-traces ({result.strategy}) -> {result.out}", markup=False, highlight=False)
-    table = Table(show_header=False)
-    table.add_column("stat")
-    table.add_column("value", justify="right")
-    for key, value in (
-        ("rows written", result.rows),
-        ("end-of-turn id", result.eot_token_id if result.eot_token_id is not None else "-"),
-        ("sessions", stats.sessions),
-        ("chains_total", stats.chains_total),
-        ("chains_full", stats.chains_full),
-        ("chains_truncated", stats.chains_truncated),
-        ("completions_total", stats.completions_total),
-        ("completions_merged", stats.completions_merged),
-        ("completions_skipped", stats.completions_skipped),
-        ("turns_drifted", stats.turns_drifted),
-    ):
-        table.add_row(key, str(value))
-    console.print(table)
-    if stats.splits:
-        splits = Table(title="why chains split")
-        splits.add_column("kind")
-        splits.add_column("count", justify="right")
-        splits.add_column("meaning")
-        for kind, count in sorted(stats.split_counts().items()):
-            splits.add_row(kind, str(count), SPLIT_MEANING[kind])
-        console.print(splits)
-        for s in stats.splits[:_SPLITS_SHOWN]:
-            line = f"  session {s.session_id} call {s.seq} started trace {s.chain}: {s.kind}{s.where}"
-            console.print(line, markup=False, highlight=False)
-        if len(stats.splits) > _SPLITS_SHOWN:
-            console.print(f"  ... {len(stats.splits) - _SPLITS_SHOWN} more (--json lists all)")
-    for reason, count in sorted(stats.skip_counts().items()):
-        console.print(f"skipped {count} call(s): {reason}", markup=False, highlight=False)

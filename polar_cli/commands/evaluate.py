@@ -1,0 +1,77 @@
+"""`polar evaluate PREDICTIONS --manifest M`: grade SWE-bench-style predictions in fresh containers.
+
+Exit codes: 0 when every instance was evaluated (resolved or not), 1 when evaluation itself failed somewhere, 2 for
+bad usage, bad predictions or a bad manifest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated
+
+import orjson
+import typer
+
+from polar_cli.commands.common import FAILED, exit_codes
+from polar_cli.commands.swe_jobs import JsonOpt, ManifestArg, TemplateOpt, TimeoutOpt, WorkersOpt, run_jobs
+from polar_cli.errors import ConfigError
+from polar_cli.swe.evaluate import DEFAULT_TIMEOUT, Evaluation, evaluate_many
+from polar_cli.swe.manifest import load_manifest
+from polar_cli.swe.predictions import evaluation_jobs, evaluation_report, load_predictions
+
+
+def _tests_cell(results: Sequence[str], failures: Sequence[str]) -> str:
+    total = len(results) + len(failures)
+    return f"{len(results)}/{total}"
+
+
+def _print_evaluations(results: Sequence[Evaluation]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    style = {"resolved": "green", "unresolved": "yellow", "error": "red"}
+    table = Table(title="polar evaluate")
+    for column in ("instance", "model", "outcome", "FAIL_TO_PASS", "PASS_TO_PASS", "reason"):
+        table.add_column(column, overflow="fold")
+    for r in results:
+        tests = r.grade.tests
+        f2p = _tests_cell(tests.fail_to_pass_success, tests.fail_to_pass_failure) if tests else "-"
+        p2p = _tests_cell(tests.pass_to_pass_success, tests.pass_to_pass_failure) if tests else "-"
+        outcome = f"[{style[r.outcome]}]{r.outcome}[/]"
+        table.add_row(r.instance_id, r.model, outcome, f2p, p2p, r.reason or r.grade.reason or "")
+    console = Console()
+    console.print(table)
+    resolved = sum(r.resolved for r in results)
+    errors = sum(r.outcome == "error" for r in results)
+    console.print(f"resolved {resolved}/{len(results)}" + (f", {errors} could not be evaluated" if errors else ""))
+
+
+def evaluate(
+    predictions: Annotated[Path, typer.Argument(help="SWE-bench predictions (.jsonl or .json).")],
+    manifest: ManifestArg,
+    out: Annotated[
+        Path | None, typer.Option(help="Write the full report (per-test results) to this JSON file.")
+    ] = None,
+    json_: JsonOpt = False,
+    image_template: TemplateOpt = None,
+    timeout: TimeoutOpt = DEFAULT_TIMEOUT,
+    workers: WorkersOpt = 1,
+) -> None:
+    """Grade SWE-bench-style predictions (instance_id, model_patch, model_name_or_path) exactly as SWE-bench does."""
+    with exit_codes():
+        if timeout <= 0 or workers < 1:
+            raise ConfigError("--timeout must be positive and --workers at least 1")
+        if out is not None and not out.parent.is_dir():
+            raise ConfigError(f"--out {out}: directory {out.parent} does not exist")
+        jobs = evaluation_jobs(load_predictions(predictions), load_manifest(manifest), image_template, timeout)
+    results = run_jobs(evaluate_many, jobs, workers, lambda r: f"{r.instance_id}: {r.outcome} ({r.seconds:.1f} s)")
+    payload = evaluation_report(results)
+    if out is not None:
+        out.write_bytes(orjson.dumps(payload, option=orjson.OPT_INDENT_2))
+    if json_:
+        typer.echo(orjson.dumps(payload).decode())
+    else:
+        _print_evaluations(results)
+    if payload["error_instances"]:
+        raise typer.Exit(FAILED)

@@ -1,0 +1,140 @@
+"""`polar validate MANIFEST [--harness H]`: the gold patch must resolve each instance and the empty patch must not.
+
+With ``--harness``, the gold engine drives that real harness through the whole generate pipeline instead
+(`generate.validate`), and every instance must come out accepted.
+
+Exit codes: 0 when every instance is valid (accepted), 1 when one is broken or could not be checked, 2 for bad usage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated, Any
+
+import orjson
+import typer
+
+from polar_cli.commands.common import FAILED, exit_codes
+from polar_cli.commands.swe_jobs import JsonOpt, TemplateOpt, TimeoutOpt, WorkersOpt, ids, run_jobs
+from polar_cli.errors import ConfigError
+from polar_cli.swe.evaluate import DEFAULT_TIMEOUT, EvalOptions
+from polar_cli.swe.images import instance_image
+from polar_cli.swe.manifest import load_manifest, parse_shard, select
+from polar_cli.swe.validate import Validation, validate_many
+
+
+def _print_validations(results: Sequence[Validation]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    style = {"valid": "green", "broken": "red", "error": "red"}
+    table = Table(title="polar validate")
+    for column in ("instance", "status", "gold", "without fix", "reasons"):
+        table.add_column(column, overflow="fold")
+    for v in results:
+        status = f"[{style[v.status]}]{v.status}[/]"
+        table.add_row(v.instance_id, status, v.gold.outcome, v.without_fix.outcome, "; ".join(v.reasons))
+    console = Console()
+    console.print(table)
+    valid = sum(v.status == "valid" for v in results)
+    console.print(f"valid {valid}/{len(results)}")
+
+
+def _validate_through_harness(
+    manifest: str,
+    harness: str,
+    instance_ids: list[str] | None,
+    repos: list[str] | None,
+    limit: int | None,
+    shard: str | None,
+    timeout: float,
+    workers: int,
+    json_: bool,
+) -> None:
+    from polar_cli.generate.validate import validate_through_harness
+
+    selection: dict[str, Any] = {}
+    if ids(instance_ids):
+        selection["instance_ids"] = ids(instance_ids)
+    if ids(repos):
+        selection["repos"] = ids(repos)
+    if limit is not None:
+        selection["limit"] = limit
+    if shard:
+        selection["shard"] = shard
+    with exit_codes():
+        results = validate_through_harness(manifest, harness, selection=selection, workers=workers, timeout=timeout)
+    payload = {
+        "harness": harness,
+        "total_instances": len(results),
+        "accepted_instances": sum(r.accepted for r in results),
+        "broken": {r.instance_id: r.reason for r in results if not r.accepted},
+    }
+    if json_:
+        typer.echo(orjson.dumps(payload).decode())
+    else:
+        for r in results:
+            typer.echo(f"{r.instance_id}: {'accepted' if r.accepted else 'NOT accepted: ' + str(r.reason)}")
+        typer.echo(f"accepted {payload['accepted_instances']}/{len(results)} through {harness}")
+    if not results or payload["accepted_instances"] != len(results):
+        raise typer.Exit(FAILED)
+
+
+def validate(
+    manifest: Annotated[str, typer.Argument(help="Manifest: .json/.jsonl/.parquet or a datasets name.")],
+    harness: Annotated[
+        str | None, typer.Option(help="Validate through this harness with the gold engine (the whole pipeline).")
+    ] = None,
+    instance_ids: Annotated[
+        list[str] | None, typer.Option(help="Only these instances (repeat or comma-separate).")
+    ] = None,
+    repos: Annotated[
+        list[str] | None, typer.Option(help="Only instances of these repos (repeat or comma-separate).")
+    ] = None,
+    limit: Annotated[int | None, typer.Option(help="Only the first N selected instances.")] = None,
+    shard: Annotated[str | None, typer.Option(help="Only shard i of N (i/N, 0 <= i < N) of the selection.")] = None,
+    image_template: TemplateOpt = None,
+    timeout: TimeoutOpt = DEFAULT_TIMEOUT,
+    workers: WorkersOpt = 1,
+    out: Annotated[Path | None, typer.Option(help="Write the full report to this JSON file.")] = None,
+    json_: JsonOpt = False,
+) -> None:
+    """Check a manifest: the gold patch must resolve each instance and the empty patch must not.
+
+    With --harness, the gold engine drives that real harness instead, and every instance must come out accepted.
+    """
+    if harness is not None:
+        _validate_through_harness(manifest, harness, instance_ids, repos, limit, shard, timeout, workers, json_)
+        return
+    with exit_codes():
+        if timeout <= 0 or workers < 1:
+            raise ConfigError("--timeout must be positive and --workers at least 1")
+        if out is not None and not out.parent.is_dir():
+            raise ConfigError(f"--out {out}: directory {out.parent} does not exist")
+        chosen = select(
+            load_manifest(manifest),
+            instance_ids=ids(instance_ids),
+            repos=ids(repos),
+            limit=limit,
+            shard=parse_shard(shard) if shard else None,
+        )
+        if not chosen:
+            raise ConfigError(f"manifest {manifest}: no instance selected")
+        jobs = [(i, EvalOptions(image=instance_image(i, image_template), timeout=timeout)) for i in chosen]
+    results = run_jobs(validate_many, jobs, workers, lambda v: f"{v.instance_id}: {v.status}")
+    payload = {
+        "total_instances": len(results),
+        "valid_instances": sum(v.status == "valid" for v in results),
+        "broken_ids": [v.instance_id for v in results if v.status == "broken"],
+        "error_ids": [v.instance_id for v in results if v.status == "error"],
+        "instances": [v.to_dict() for v in results],
+    }
+    if out is not None:
+        out.write_bytes(orjson.dumps(payload, option=orjson.OPT_INDENT_2))
+    if json_:
+        typer.echo(orjson.dumps(payload).decode())
+    else:
+        _print_validations(results)
+    if payload["valid_instances"] != len(results):
+        raise typer.Exit(FAILED)

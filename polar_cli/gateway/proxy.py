@@ -1,0 +1,88 @@
+"""The gateway on its own (`polar proxy`): one running SGLang or vLLM upstream, probed, served until a signal.
+
+`serve` is the whole life of a standalone gateway: ask the server its model (unless given), probe its token fields
+(`probe.probe_dialect`), listen, and on SIGINT/SIGTERM stop listening and flush every capture record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from polar_cli.capture import CaptureWriter
+from polar_cli.errors import ConfigError
+from polar_cli.gateway.handler import Gateway
+from polar_cli.gateway.probe import probe_engine, served_model
+from polar_cli.gateway.server import GatewayServer
+from polar_cli.gateway.sessions import SessionRegistry
+from polar_cli.gateway.upstream_client import UpstreamClient, upstream_root
+from polar_cli.translate.upstream import Engine, UpstreamOptions
+
+log = logging.getLogger("polar.proxy")
+
+
+def parse_session_keys(values: list[str]) -> list[tuple[str, str]]:
+    pairs = []
+    for value in values:
+        key, sep, session_id = value.partition("=")
+        if not key:
+            raise ConfigError(f"--session-key {value!r}: expected KEY or KEY=SESSION_ID")
+        pairs.append((key, session_id if sep and session_id else key))
+    return pairs
+
+
+async def serve(
+    *,
+    upstream: str,
+    engine: Engine,
+    host: str,
+    port: int,
+    capture_dir: Path,
+    model: str | None,
+    sessions: SessionRegistry,
+    chat_template_kwargs: dict[str, Any] | None,
+    max_tokens_cap: int | None,
+    upstream_timeout: float,
+    extra_body: dict[str, Any] | None = None,
+    ready: asyncio.Event | None = None,
+) -> None:
+    """Run the gateway until SIGINT/SIGTERM; every capture record is flushed before it returns."""
+    client = UpstreamClient(upstream_root(upstream), timeout=upstream_timeout)
+    if model is None:
+        model = await served_model(client)
+    options = UpstreamOptions(
+        engine=engine,
+        model=model,
+        chat_template_kwargs=chat_template_kwargs,
+        max_tokens_cap=max_tokens_cap,
+        extra_body=extra_body,
+    )
+    options = replace(options, engine=await probe_engine(client, options))
+    writer = CaptureWriter(capture_dir)
+    server = GatewayServer(Gateway(upstream=client, options=options, sessions=sessions, capture=writer))
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        bound = await server.start(host, port)
+        log.info(
+            "gateway on http://%s:%d -> %s (%s, model %s), capture in %s",
+            *bound,
+            upstream,
+            options.engine,
+            model,
+            capture_dir,
+        )
+        if ready is not None:
+            ready.set()
+        await stop.wait()
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+        await server.stop()
+        writer.close()

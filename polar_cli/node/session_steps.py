@@ -1,0 +1,69 @@
+"""The harness session's steps (`harness.session`) on the node's executor threads, one awaitable per stage pool.
+
+The runtime's calls block, so each step runs on an executor thread. A step whose awaiting task is cancelled (Ctrl-C)
+cannot stop its thread; `in_thread` then cleans up what the thread returns once it ends (a container that finished
+starting after the session was cancelled is removed, not leaked).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import Executor, Future
+from pathlib import Path
+from typing import TypeVar
+
+from polar_cli.harness import session
+from polar_cli.harness.base import Wiring
+from polar_cli.harness.session import Collected, HarnessRun, Prepared, SessionSpec
+from polar_cli.runtime.base import Runtime
+
+log = logging.getLogger("polar.node")
+X = TypeVar("X")
+
+
+async def in_thread(executor: Executor, fn: Callable[[], X], on_abandon: Callable[[X], None] | None = None) -> X:
+    """``fn()`` on ``executor``; if the caller is cancelled, ``on_abandon(result)`` runs when ``fn`` returns."""
+    future: Future[X] = executor.submit(fn)
+    try:
+        return await asyncio.wrap_future(future)
+    except asyncio.CancelledError:
+        if on_abandon is not None:
+            callback = on_abandon
+
+            def cleanup(done: Future[X]) -> None:
+                if not done.cancelled() and done.exception() is None:
+                    try:
+                        callback(done.result())
+                    except Exception:
+                        log.exception("cleaning up after a cancelled step failed")
+
+            future.add_done_callback(cleanup)
+        raise
+
+
+class SessionSteps:
+    """Sessions on one runtime, step by step: prepare (INIT), run (RUN), finish (POSTRUN), discard (cancelled)."""
+
+    def __init__(self, runtime: Runtime, executor: Executor) -> None:
+        self.runtime = runtime
+        self.executor = executor
+
+    async def prepare(self, spec: SessionSpec, wiring: Wiring) -> Prepared:
+        return await in_thread(
+            self.executor, lambda: session.prepare(self.runtime, spec, wiring), on_abandon=session.discard
+        )
+
+    async def run(self, prepared: Prepared, deadline: float, agent_timeout: float | None) -> HarnessRun:
+        """Run the harness until it exits or ``deadline`` (time.monotonic) / ``agent_timeout`` passes."""
+        left = deadline - time.monotonic()
+        timeout = min(left, agent_timeout) if agent_timeout else left
+        return await in_thread(self.executor, lambda: session.run(prepared, timeout))
+
+    async def finish(self, prepared: Prepared, artifacts_dir: Path | None, output: bytes | None) -> Collected:
+        return await in_thread(self.executor, lambda: session.finish(prepared, artifacts_dir, output))
+
+    async def discard(self, prepared: Prepared) -> None:
+        await in_thread(self.executor, lambda: session.discard(prepared))

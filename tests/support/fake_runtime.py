@@ -1,0 +1,183 @@
+"""One fake of the runtime seam (`polar_cli.runtime.base`) for every unit test that needs containers.
+
+`FakeContainer.exec` answers from a `Responder` keyed by the name of the script it was asked to run: the harness
+session's helper scripts are ``/bin/sh -c SCRIPT NAME ...`` (``polar-base``, ``polar-patch``, ``polar-artifacts``),
+the evaluator's are files it wrote (``/tmp/polar-eval/run.sh`` -> ``run.sh``); anything else is the harness itself
+(``harness``). `session_responder` plays a harness session's container; evaluation tests pass their own.
+
+What it cannot show: Docker's own behaviour (exec framing, timeouts that kill a process tree, labels and sweeps);
+the integration tier runs those against a real engine.
+"""
+
+from __future__ import annotations
+
+import io
+import tarfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from polar_cli.errors import RuntimeFailure
+from polar_cli.harness.collect import ARTIFACTS_FILE, PATCH_FILE
+from polar_cli.runtime.base import ContainerSpec, ExecResult, Log
+
+BASE = "b" * 40
+PATCH = "diff --git a/x b/x\n"
+ARTIFACT = "root/.pi/agent/sessions/s.jsonl"
+
+# what pull() raises by default: a runtime without a registry
+NO_REGISTRY = RuntimeFailure("this runtime cannot pull images")
+# (script name, the container) -> what the exec returns
+Responder = Callable[[str, "FakeContainer"], ExecResult]
+
+
+def result(output: str | bytes, exit_code: int | None = 0, *, timed_out: bool = False) -> ExecResult:
+    data = output.encode() if isinstance(output, str) else output
+    return ExecResult(exit_code, data, timed_out, False, 0.01)
+
+
+def script_name(argv: Sequence[str]) -> str:
+    if argv[:2] == ["/bin/sh", "-c"] and len(argv) > 3:
+        return argv[3]
+    if argv and argv[-1].startswith("/tmp/polar-eval/"):
+        return argv[-1].rsplit("/", 1)[-1]
+    return "harness"
+
+
+def session_responder(harness: ExecResult, *, fail_patch: bool = False) -> Responder:
+    """A harness session's container: a base commit, one artifact, a patch (or a failing ``git diff``), ``harness``."""
+
+    def respond(name: str, container: FakeContainer) -> ExecResult:
+        if name == "polar-base":
+            return result(f"{BASE}\n")
+        if name == "polar-patch":
+            if fail_patch or container.fail_patch:
+                return result("fatal: bad object", 5)
+            container.files[PATCH_FILE] = PATCH.encode()
+            return result("")
+        if name == "polar-artifacts":
+            buf = io.BytesIO()
+            with tarfile.open(fileobj=buf, mode="w") as tar:
+                info = tarfile.TarInfo(ARTIFACT)
+                info.size = 3
+                tar.addfile(info, io.BytesIO(b"{}\n"))
+            container.files[ARTIFACTS_FILE] = buf.getvalue()
+            return result("")
+        return harness
+
+    return respond
+
+
+@dataclass
+class FakeContainer:
+    id: str
+    spec: ContainerSpec
+    respond: Responder
+    files: dict[str, bytes] = field(default_factory=dict)
+    modes: dict[str, int] = field(default_factory=dict)
+    # (argv, timeout, stdin) of every exec, in order
+    execs: list[tuple[list[str], float, bytes | None]] = field(default_factory=list)
+    removed: int = 0
+    fail_patch: bool = False
+    fail_put: bool = False
+
+    def exec(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float,
+        env: Mapping[str, str] | None = None,
+        workdir: str | None = None,
+        stdin: bytes | None = None,
+        output_cap: int = 8 * 1024 * 1024,
+    ) -> ExecResult:
+        self.execs.append((list(argv), timeout, stdin))
+        return self.respond(script_name(list(argv)), self)
+
+    @property
+    def scripts(self) -> list[str]:
+        return [script_name(argv) for argv, _, _ in self.execs]
+
+    def put_files(self, files: Mapping[str, bytes], mode: int = 0o644) -> None:
+        if self.fail_put:
+            raise RuntimeFailure("disk full")
+        self.files.update(files)
+        self.modes.update(dict.fromkeys(files, mode))
+
+    def get_file(self, path: str) -> bytes:
+        try:
+            return self.files[path]
+        except KeyError:
+            raise FileNotFoundError(path) from None
+
+    def remove(self) -> None:
+        self.removed += 1
+
+
+@dataclass
+class FakeRuntime:
+    respond: Responder = field(default_factory=lambda: session_responder(result("harness output")))
+    images: set[str] = field(default_factory=lambda: {"img:1"})
+    started: list[FakeContainer] = field(default_factory=list)
+    start_delay: float = 0.0
+    fail_start: bool = False
+    start_error: str = "image gone"
+    fail_put: bool = False
+    # what pull() raises; None: the pull succeeds and the image is there
+    pull_error: Exception | None = NO_REGISTRY
+    pulls: list[str] = field(default_factory=list)
+    builds: list[tuple[str, dict[str, str]]] = field(default_factory=list)
+    tags: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def specs(self) -> list[ContainerSpec]:
+        return [c.spec for c in self.started]
+
+    @property
+    def timeouts(self) -> list[float]:
+        return [t for c in self.started for _, t, _ in c.execs]
+
+    def start(self, spec: ContainerSpec) -> FakeContainer:
+        time.sleep(self.start_delay)
+        if self.fail_start:
+            raise RuntimeFailure(self.start_error)
+        container = FakeContainer(f"c{len(self.started)}", spec, self.respond, fail_put=self.fail_put)
+        self.started.append(container)
+        return container
+
+    def image_exists(self, image: str) -> bool:
+        return image in self.images
+
+    def pull(self, image: str) -> None:
+        self.pulls.append(image)
+        if self.pull_error is not None:
+            raise self.pull_error
+        self.images.add(image)
+
+    def build(
+        self, files: Mapping[str, bytes], tag: str, *, buildargs: Mapping[str, str] | None = None, log: Log = print
+    ) -> None:
+        self.builds.append((tag, dict(buildargs or {})))
+        self.images.add(tag)
+
+    def tag(self, source: str, target: str) -> None:
+        self.tags.append((source, target))
+        self.images.add(target)
+
+    def base_image(self, *, log: Log = print) -> str:
+        return "polar/base:test"
+
+    def bundle(self, harness: str, *, build: bool = True, log: Log = print) -> str:
+        return f"bundle-{harness}"
+
+    def sweep(self) -> int:
+        return 0
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> FakeRuntime:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
