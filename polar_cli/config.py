@@ -22,9 +22,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from polar_cli.errors import ConfigError
+from polar_cli.translate.dialects import DialectName
 
 EngineKind = Literal["gold", "noop", "sglang", "vllm", "server"]
-Dialect = Literal["sglang", "sglang-legacy", "vllm"]
 Strategy = Literal["prefix_merging", "per_request"]
 Format = Literal["jsonl", "parquet"]
 
@@ -88,7 +88,7 @@ class EngineConfig(_Strict):
     server: the running server at ``url`` speaking ``dialect``."""
     url: str | None = None
     """Base URL of a running server (with or without /v1). For sglang it wins over the launch section."""
-    dialect: Dialect = "sglang"
+    dialect: DialectName = "sglang"
     """kind=server: which token fields to ask for (sglang | sglang-legacy | vllm); SGLang releases are probed."""
     model: str | None = None
     """Served model name sent upstream and written to the corpus (None: asked from the server, or the policy name)."""
@@ -117,7 +117,7 @@ class EngineConfig(_Strict):
             raise ValueError(f"kind {self.kind} needs tokenizer (a tokenizer directory, or qwen3)")
         return self
 
-    def upstream_dialect(self) -> Dialect:
+    def upstream_dialect(self) -> DialectName:
         """The token fields to ask the server for (SGLang's current and legacy releases are told apart by a probe)."""
         return {"vllm": "vllm", "server": self.dialect}.get(self.kind, "sglang")
 

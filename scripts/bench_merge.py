@@ -123,7 +123,7 @@ def session_records(sid: str, calls: int, max_prompt: int, rng: random.Random) -
             CaptureRecord(
                 session_id=sid,
                 seq=seq,
-                api="anthropic",
+                api="anthropic_messages",
                 path="/v1/messages",
                 started=t,
                 ended=t + 3.0,

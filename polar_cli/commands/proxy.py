@@ -29,8 +29,11 @@ def _json_object_option(flag: str, text: str | None) -> dict[str, Any] | None:
 def proxy(
     upstream: Annotated[str, typer.Option(help="Base URL of the SGLang or vLLM server, e.g. http://127.0.0.1:30000")],
     capture_dir: Annotated[Path, typer.Option(help="Directory for the per-session capture files")],
-    engine: Annotated[
-        str, typer.Option(help="sglang | vllm (sglang-legacy for releases before return_token_ids; probed)")
+    dialect: Annotated[
+        str,
+        typer.Option(
+            "--dialect", "--engine", help="sglang | vllm (sglang-legacy for releases before return_token_ids; probed)"
+        ),
     ] = "sglang",
     host: Annotated[str, typer.Option(help="Address to listen on")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on (0: any free port)")] = 8100,
@@ -52,12 +55,12 @@ def proxy(
 ) -> None:
     """Serve the four provider APIs from an OpenAI-compatible inference server, recording every token."""
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if engine not in ("sglang", "sglang-legacy", "vllm"):
-        raise typer.BadParameter(f"--engine must be sglang, sglang-legacy or vllm, not {engine!r}")
     from polar_cli.gateway.proxy import parse_session_keys, serve
     from polar_cli.gateway.sessions import SessionRegistry
+    from polar_cli.translate.dialects import dialect as dialect_named
 
     with exit_codes():
+        upstream_dialect = dialect_named(dialect)
         kwargs = _json_object_option("--chat-template-kwargs", chat_template_kwargs)
         extra = _json_object_option("--upstream-extra", upstream_extra)
         sessions = SessionRegistry(allow_unknown=allow_unknown_keys)
@@ -71,7 +74,7 @@ def proxy(
         asyncio.run(
             serve(
                 upstream=upstream,
-                engine=engine,  # type: ignore[arg-type]
+                dialect=upstream_dialect,
                 host=host,
                 port=port,
                 capture_dir=capture_dir,

@@ -44,7 +44,7 @@ class Reply:
     status: int
     body: bytes
     content_type: str = "application/json"
-    # A synthetic event stream: complete SSE frames, sent with chunked transfer encoding.
+    # A streamed answer in its API's framing (SSE frames, or Google's JSON array), sent with chunked encoding.
     stream: list[bytes] | None = None
 
 
@@ -94,7 +94,7 @@ class Gateway:
             return Reply(200, b'{"status":"ok"}')
         codec = error_codec_for_path(request.path)
         try:
-            route = route_for_path(request.path)
+            route = route_for_path(request.path, request.query)
             body: dict[str, Any] | None = None
             if route is None and request.method == "POST":
                 body = _json_object(request.body)
@@ -125,7 +125,7 @@ class Gateway:
         try:
             state.waiting_upstream = True
             try:
-                response = await self.upstream.post_json(UPSTREAM_PATH, call.upstream_bytes)
+                response = await self.upstream.post_json(UPSTREAM_PATH, call.upstream_bytes, session=call.session.id)
             finally:
                 state.waiting_upstream = False
             if response.status != 200:
@@ -147,7 +147,7 @@ class Gateway:
         except asyncio.CancelledError:
             # the harness hung up: free the server's slot, keep a record of the attempt
             self._record(call, "client_error", error="client disconnected before the answer")
-            if self.options.engine != "vllm":
+            if self.options.dialect.aborts:
                 task = asyncio.get_running_loop().create_task(self._abort(completion_id))
                 self._aborts.add(task)
                 task.add_done_callback(self._aborts.discard)
@@ -156,10 +156,8 @@ class Gateway:
         self._record(call, "ok", answer=answer)
         if not chat.stream:
             return Reply(200, orjson.dumps(codec.encode_response(chat, completion)))
-        if call.route.api == "google" and "alt=sse" not in call.request.query:
-            # streamGenerateContent without alt=sse answers one JSON array of chunks
-            return Reply(200, b"[" + orjson.dumps(codec.encode_response(chat, completion)) + b"]")
-        return Reply(200, b"", "text/event-stream", stream=codec.encode_stream(chat, completion))
+        stream = codec.stream(chat, completion, call.route)
+        return Reply(200, b"", stream.content_type, stream=stream.chunks)
 
     async def close(self) -> None:
         """Finish the aborts still under way (bounded), then close the upstream connections."""

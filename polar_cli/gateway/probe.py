@@ -6,8 +6,9 @@ import orjson
 
 from polar_cli.errors import TokenCaptureError, UpstreamError
 from polar_cli.gateway.upstream_client import UPSTREAM_PATH, Upstream
+from polar_cli.translate.dialects import Dialect, dialect
 from polar_cli.translate.ir import ChatRequest, Message, Sampling, Text
-from polar_cli.translate.upstream import Engine, UpstreamOptions, chat_body, token_capture, upstream_error
+from polar_cli.translate.upstream import UpstreamOptions, chat_body, token_capture, upstream_error
 
 
 async def served_model(client: Upstream) -> str:
@@ -22,19 +23,16 @@ async def served_model(client: Upstream) -> str:
         raise UpstreamError(f"GET /v1/models gave no model id: {response.body[:200]!r}") from exc
 
 
-async def probe_engine(client: Upstream, options: UpstreamOptions) -> Engine:
-    """The engine dialect whose token fields this server fills; fails loudly if none does.
-
-    SGLang renamed its token options (UPSTREAM.md): for ``sglang`` the current ``return_token_ids`` is tried first,
-    then the older ``return_prompt_token_ids`` + ``return_meta_info``.
-    """
-    candidates: list[Engine] = ["sglang", "sglang-legacy"] if options.engine == "sglang" else [options.engine]
+async def probe_dialect(client: Upstream, options: UpstreamOptions) -> Dialect:
+    """The dialect whose token fields this server fills, tried in ``options.dialect.probe_order``; fails loudly if
+    none does (SGLang renamed its token options: docs/upstream.md "The start-up probe")."""
+    candidates = [dialect(name) for name in options.dialect.probe_order]
     probe = ChatRequest(
         model=options.model, messages=(Message("user", (Text("Say OK."),)),), sampling=Sampling(max_tokens=2)
     )
     failure: TokenCaptureError | None = None
-    for engine in candidates:
-        body = chat_body(probe, UpstreamOptions(engine=engine, model=options.model), rid=f"polar-probe-{engine}")
+    for candidate in candidates:
+        body = chat_body(probe, UpstreamOptions(candidate, model=options.model), rid=f"polar-probe-{candidate.name}")
         response = await client.post_json(UPSTREAM_PATH, orjson.dumps(body))
         if response.status != 200:
             raise upstream_error(response.status, response.body)
@@ -45,6 +43,6 @@ async def probe_engine(client: Upstream, options: UpstreamOptions) -> Engine:
             continue
         except orjson.JSONDecodeError as exc:
             raise UpstreamError(f"upstream answer is not JSON: {exc}") from exc
-        return engine
+        return candidate
     assert failure is not None
     raise failure

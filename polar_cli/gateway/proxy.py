@@ -16,11 +16,12 @@ from typing import Any
 from polar_cli.capture import CaptureWriter
 from polar_cli.errors import ConfigError
 from polar_cli.gateway.handler import Gateway
-from polar_cli.gateway.probe import probe_engine, served_model
+from polar_cli.gateway.probe import probe_dialect, served_model
 from polar_cli.gateway.server import GatewayServer
 from polar_cli.gateway.sessions import SessionRegistry
 from polar_cli.gateway.upstream_client import UpstreamClient, upstream_root
-from polar_cli.translate.upstream import Engine, UpstreamOptions
+from polar_cli.translate.dialects import Dialect
+from polar_cli.translate.upstream import UpstreamOptions
 
 log = logging.getLogger("polar.proxy")
 
@@ -38,7 +39,7 @@ def parse_session_keys(values: list[str]) -> list[tuple[str, str]]:
 async def serve(
     *,
     upstream: str,
-    engine: Engine,
+    dialect: Dialect,
     host: str,
     port: int,
     capture_dir: Path,
@@ -55,13 +56,13 @@ async def serve(
     if model is None:
         model = await served_model(client)
     options = UpstreamOptions(
-        engine=engine,
+        dialect=dialect,
         model=model,
         chat_template_kwargs=chat_template_kwargs,
         max_tokens_cap=max_tokens_cap,
         extra_body=extra_body,
     )
-    options = replace(options, engine=await probe_engine(client, options))
+    options = replace(options, dialect=await probe_dialect(client, options))
     writer = CaptureWriter(capture_dir)
     server = GatewayServer(Gateway(upstream=client, options=options, sessions=sessions, capture=writer))
     stop = asyncio.Event()
@@ -74,7 +75,7 @@ async def serve(
             "gateway on http://%s:%d -> %s (%s, model %s), capture in %s",
             *bound,
             upstream,
-            options.engine,
+            options.dialect.name,
             model,
             capture_dir,
         )

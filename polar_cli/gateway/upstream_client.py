@@ -27,9 +27,13 @@ def upstream_root(url: str) -> str:
 
 
 class Upstream(Protocol):
-    """What the gateway needs of an inference server: `UpstreamClient` over HTTP, or an in-process engine (gold)."""
+    """What the gateway needs of an inference server: `UpstreamClient` over HTTP, or an in-process engine (gold).
 
-    async def post_json(self, path: str, body: bytes) -> Response: ...
+    ``session`` names the gateway session a call is made for. A server over HTTP never sees it (it learns a session
+    only from the prompt, like any model); an in-process scripted engine answers for the task bound to it.
+    """
+
+    async def post_json(self, path: str, body: bytes, *, session: str | None = None) -> Response: ...
 
     async def get(self, path: str) -> Response: ...
 
@@ -71,7 +75,7 @@ class UpstreamClient:
         self._max_idle = max_idle
         self._limits = Limits(max_body_bytes=512 * 1024 * 1024)
 
-    async def post_json(self, path: str, body: bytes) -> Response:
+    async def post_json(self, path: str, body: bytes, *, session: str | None = None) -> Response:
         return await self.request("POST", path, body, [("content-type", "application/json")])
 
     async def get(self, path: str) -> Response:

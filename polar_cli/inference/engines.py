@@ -1,11 +1,11 @@
 """One entry point for every engine a recipe can name: an upstream object the gateway calls, ready and probed.
 
-- ``gold`` / ``noop``: a `ScriptedEngine` in this process (no server, no GPU).
+- ``gold`` / ``noop``: a `ScriptedUpstream` in this process (no server, no GPU).
 - ``sglang``: a running SGLang by URL, or one launched from the recipe (`launcher`) and then used the same way.
 - ``vllm``: a running vLLM by URL; ``server``: a running server by URL whose token fields ``dialect`` names.
 
 Whatever the kind, `open_engine` returns only after one tiny chat request proved the token fields come back
-(`gateway.probe.probe_engine`), so a misconfigured server fails the run before any container starts.
+(`gateway.probe.probe_dialect`), so a misconfigured server fails the run before any container starts.
 """
 
 from __future__ import annotations
@@ -17,12 +17,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from polar_cli.config import EngineConfig
-from polar_cli.gateway.probe import probe_engine, served_model
+from polar_cli.gateway.probe import probe_dialect, served_model
 from polar_cli.gateway.upstream_client import Upstream, UpstreamClient, upstream_root
 from polar_cli.inference.gold import POLICIES
 from polar_cli.inference.launcher import SGLangServer, launch_sglang
-from polar_cli.inference.scripted import ScriptedEngine
+from polar_cli.inference.scripted import ScriptedUpstream
 from polar_cli.inference.tokenizers import ChatTokenizer
+from polar_cli.translate.dialects import dialect
 from polar_cli.translate.upstream import UpstreamOptions
 
 log = logging.getLogger("polar.engine")
@@ -33,12 +34,12 @@ class EngineHandle:
     """A ready engine: what the gateway calls (``upstream``) and with which options."""
 
     kind: str
-    upstream: Upstream  # UpstreamClient, or an in-process ScriptedEngine
+    upstream: Upstream  # UpstreamClient, or an in-process ScriptedUpstream
     options: UpstreamOptions
     gpus: int
     # the end-of-turn id the engine is known to use (scripted engines); None: detected from the capture
     eot_token_id: int | None = None
-    scripted: ScriptedEngine | None = None
+    scripted: ScriptedUpstream | None = None
     server: SGLangServer | None = None
 
     @property
@@ -57,7 +58,7 @@ class EngineHandle:
 
 def _options(config: EngineConfig, model: str) -> UpstreamOptions:
     return UpstreamOptions(
-        engine=config.upstream_dialect(),
+        dialect=dialect(config.upstream_dialect()),
         model=model,
         chat_template_kwargs=config.chat_template_kwargs,
         max_tokens_cap=config.max_tokens_cap,
@@ -66,9 +67,8 @@ def _options(config: EngineConfig, model: str) -> UpstreamOptions:
 
 
 async def _probed(handle: EngineHandle) -> EngineHandle:
-    # probe_engine only calls post_json, which every upstream kind has
-    engine = await probe_engine(handle.upstream, handle.options)
-    handle.options = replace(handle.options, engine=engine)
+    # probe_dialect only calls post_json, which every upstream kind has
+    handle.options = replace(handle.options, dialect=await probe_dialect(handle.upstream, handle.options))
     return handle
 
 
@@ -79,7 +79,7 @@ async def open_engine(config: EngineConfig, run_dir: Path, *, executor: Executor
         assert config.tokenizer is not None  # checked by the recipe model
         tokenizer = await loop.run_in_executor(executor, ChatTokenizer.load, config.tokenizer)
         model = config.model or f"polar-{config.kind}"
-        scripted = ScriptedEngine(POLICIES[config.kind], tokenizer, model, executor=executor)
+        scripted = ScriptedUpstream(POLICIES[config.kind], tokenizer, model, executor=executor)
         handle = EngineHandle(config.kind, scripted, _options(config, model), config.gpu_count(), tokenizer.eot_id)
         handle.scripted = scripted
         return await _probed(handle)
@@ -100,5 +100,5 @@ async def open_engine(config: EngineConfig, run_dir: Path, *, executor: Executor
     except BaseException:
         await handle.close()
         raise
-    log.info("engine %s at %s: model %s, token fields %s", config.kind, url, handle.model, handle.options.engine)
+    log.info("engine %s at %s: model %s, dialect %s", config.kind, url, handle.model, handle.options.dialect.name)
     return handle

@@ -3,7 +3,7 @@
 Readiness is ``GET /health`` answering 200 (503 during warm-up; ``/v1/models`` answers before warm-up and is not
 trusted), within the recipe's ``startup_timeout``; a server process that exits meanwhile fails at once with the tail
 of its log. Then ``GET /model_info`` (served model, parsers) and one tiny chat request through the gateway's own
-probe (`gateway.probe.probe_engine`) check the token fields before any harness runs.
+probe (`gateway.probe.probe_dialect`) check the token fields before any harness runs.
 
 The server runs in its own session (process group), so a Ctrl-C at the terminal reaches Polar only and Polar stops
 the whole group: SIGTERM, then SIGKILL after a grace period. `SGLangServer.stop` is also registered with atexit, so

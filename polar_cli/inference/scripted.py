@@ -1,13 +1,13 @@
 """An in-process upstream that answers like SGLang 0.5.23 from a scripted policy (gold, noop), no server, no GPU.
 
-The gateway only needs its upstream to have ``post_json``, ``get`` and ``close``; `ScriptedEngine` has them and
+The gateway only needs its upstream to have ``post_json``, ``get`` and ``close``; `ScriptedUpstream` has them and
 answers ``/v1/chat/completions`` in SGLang's exact JSON (``choices[0].message``, per-choice ``prompt_token_ids`` and
 ``response_token_ids``, ``logprobs.content``, ``finish_reason``, ``matched_stop``, ``usage``), so the gateway path,
 the capture and the trajectory builders are the same for gold and for a real engine.
 
-Which session a call belongs to: the node's gateway sets `SESSION_KEY` (a context variable) to the API key of the
-call it is serving before it calls upstream; the engine looks up the `Task` bound to that key. Tokenisation runs on
-an executor thread, so long prompts never stall the event loop that serves every harness.
+Which session a call belongs to: the gateway names it in the upstream call (``post_json(..., session=...)``, the
+gateway session's id); the engine answers for the `Task` bound to that session (`bind`). Tokenisation runs on an
+executor thread, so long prompts never stall the event loop that serves every harness.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ import logging
 import time
 from collections.abc import Mapping
 from concurrent.futures import Executor
-from contextvars import ContextVar
 from typing import Any
 
 import orjson
@@ -29,7 +28,6 @@ from polar_cli.inference.tokenizers import ChatTokenizer
 from polar_cli.wire.http11 import Response
 
 log = logging.getLogger("polar.engine")
-SESSION_KEY: ContextVar[str | None] = ContextVar("polar_session_key", default=None)
 
 
 def _response(status: int, payload: Any) -> Response:
@@ -44,7 +42,7 @@ def _error(status: int, message: str) -> Response:
     return _response(status, {"object": "error", "message": message, "type": kind, "param": None, "code": status})
 
 
-class ScriptedEngine:
+class ScriptedUpstream:
     """SGLang-shaped answers from ``policy``, token ids from ``tokenizer``."""
 
     def __init__(
@@ -58,14 +56,14 @@ class ScriptedEngine:
         self._tasks: dict[str, Task] = {}
         self._calls = itertools.count()
 
-    def bind(self, session_key: str, task: Task) -> None:
-        """Calls made with ``session_key`` are answered for ``task``."""
-        self._tasks[session_key] = task
+    def bind(self, session: str, task: Task) -> None:
+        """Calls made for gateway session ``session`` are answered for ``task``."""
+        self._tasks[session] = task
 
-    def unbind(self, session_key: str) -> None:
-        self._tasks.pop(session_key, None)
+    def unbind(self, session: str) -> None:
+        self._tasks.pop(session, None)
 
-    async def post_json(self, path: str, body: bytes) -> Response:
+    async def post_json(self, path: str, body: bytes, *, session: str | None = None) -> Response:
         if path == "/abort_request":
             return _response(200, {})
         if path != UPSTREAM_PATH:
@@ -78,8 +76,7 @@ class ScriptedEngine:
             return _error(400, "messages: a list of messages is required")
         if request.get("stream"):
             return _error(400, "return_token_ids is not supported with streaming")
-        key = SESSION_KEY.get()
-        task = self._tasks.get(key) if key is not None else None
+        task = self._tasks.get(session) if session is not None else None
         loop = asyncio.get_running_loop()
         try:
             answer = await loop.run_in_executor(self._executor, self.answer, request, task)

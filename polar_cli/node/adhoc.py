@@ -18,8 +18,8 @@ from polar_cli.config import EngineConfig
 from polar_cli.errors import ConfigError
 from polar_cli.harness.base import HarnessAdapter
 from polar_cli.harness.session import SessionOutcome
+from polar_cli.translate.dialects import DIALECTS
 
-DIALECTS = ("sglang", "sglang-legacy", "vllm")
 SCRIPTED = ("gold", "noop")
 
 
@@ -40,7 +40,9 @@ def engine_config(upstream: str | None, engine: str | None, model: str | None, t
     try:
         if upstream is not None:
             if engine is not None and engine not in DIALECTS:
-                raise ConfigError(f"--engine with --upstream names its token fields: one of {', '.join(DIALECTS)}")
+                raise ConfigError(
+                    f"--engine with --upstream names its token fields (the dialect): one of {', '.join(DIALECTS)}"
+                )
             return EngineConfig(kind="server", url=upstream, dialect=engine or "sglang", model=model)  # type: ignore[arg-type]
         if engine in SCRIPTED:
             return EngineConfig(kind=engine, tokenizer=tokenizer or "qwen3", model=model)  # type: ignore[arg-type]

@@ -1,9 +1,9 @@
 """The gateway proxy inside the node: same event loop as the stage pools, one session key per harness session.
 
 The node opens a session before its harness starts (the key goes into the harness's config as its API key) and
-closes it after the run. Scripted engines answer per session (gold applies that instance's patch), so the node's
-gateway tells the engine which session a call belongs to: it sets `inference.scripted.SESSION_KEY` to the call's key
-for the duration of the call. Real engines never look at it.
+closes it after the run. Scripted engines answer per session (gold applies that instance's patch): the node binds
+the session's task to its id, and the gateway names the session in every upstream call it makes for it. Real
+engines never see it.
 """
 
 from __future__ import annotations
@@ -12,26 +12,13 @@ import logging
 from pathlib import Path
 
 from polar_cli.capture import CaptureWriter
-from polar_cli.gateway.handler import CallState, Gateway, Reply
+from polar_cli.gateway.handler import Gateway
 from polar_cli.gateway.server import GatewayServer
-from polar_cli.gateway.sessions import SessionRegistry, api_key
+from polar_cli.gateway.sessions import SessionRegistry
 from polar_cli.inference.engines import EngineHandle
 from polar_cli.inference.gold import Task
-from polar_cli.inference.scripted import SESSION_KEY
-from polar_cli.wire.http11 import Request
 
 log = logging.getLogger("polar.node")
-
-
-class SessionAwareGateway(Gateway):
-    """A `Gateway` that exposes the calling session's key to the engine (a context variable, per call)."""
-
-    async def handle(self, request: Request, state: CallState | None = None) -> Reply:
-        token = SESSION_KEY.set(api_key(request.headers, request.query))
-        try:
-            return await super().handle(request, state)
-        finally:
-            SESSION_KEY.reset(token)
 
 
 class NodeGateway:
@@ -43,7 +30,7 @@ class NodeGateway:
         self._public_url = url
         self.sessions = SessionRegistry()
         self.capture = CaptureWriter(capture_dir)
-        gateway = SessionAwareGateway(
+        gateway = Gateway(
             upstream=engine.upstream, options=engine.options, sessions=self.sessions, capture=self.capture
         )
         self.server = GatewayServer(gateway)
@@ -60,15 +47,16 @@ class NodeGateway:
         """Register a session; returns the key its harness sends as its API key. Call on the event loop."""
         key = self.sessions.open(session_id)
         if self.engine.scripted is not None and task is not None:
-            self.engine.scripted.bind(key, task)
+            self.engine.scripted.bind(session_id, task)
         return key
 
     def close_session(self, key: str) -> None:
         session = self.sessions.close(key)
-        if session is not None:
-            self.capture.forget(session.id)
+        if session is None:
+            return
+        self.capture.forget(session.id)
         if self.engine.scripted is not None:
-            self.engine.scripted.unbind(key)
+            self.engine.scripted.unbind(session.id)
 
     def flush(self) -> None:
         """Block until every capture record so far is on disk (call from a worker thread)."""

@@ -386,7 +386,7 @@ def _response_format(body: Mapping[str, Any], output_config: Mapping[str, Any]) 
 
 
 CODEC = Codec(
-    name="anthropic",
+    name="anthropic_messages",
     decode_request=decode_request,
     encode_response=encode_response,
     encode_stream=encode_stream,

@@ -39,6 +39,7 @@ from polar_cli.translate.google_genai_config import (
 )
 from polar_cli.translate.google_genai_encode import (
     encode_error,
+    encode_json_stream,
     encode_response,
     encode_stream,
     quirk_unwrap_invalid_arguments,
@@ -292,10 +293,11 @@ def _tool_result_text(response: Mapping[str, Any], path: str) -> tuple[str, bool
 
 
 CODEC = Codec(
-    name="google",
+    name="google_genai",
     decode_request=decode_request,
     encode_response=encode_response,
     encode_stream=encode_stream,
     encode_error=encode_error,
     tool_call_id_prefix="call_",
+    encode_json_stream=encode_json_stream,
 )

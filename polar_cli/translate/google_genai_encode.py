@@ -61,6 +61,11 @@ def encode_stream(request: ChatRequest, completion: Completion) -> list[bytes]:
     return [sse_event(_chunk(request, completion, parts, final=i == last)) for i, parts in enumerate(groups)]
 
 
+def encode_json_stream(request: ChatRequest, completion: Completion) -> bytes:
+    """``streamGenerateContent`` without ``alt=sse``: one JSON array of response chunks (here the whole answer)."""
+    return b"[" + orjson.dumps(encode_response(request, completion)) + b"]"
+
+
 def encode_error(status: int, kind: ErrorKind, message: str) -> dict[str, Any]:
     """Google's error body: ``{"error": {"code", "message", "status"}}``; a context overflow reads as Gemini's own."""
     if kind == "context_length":

@@ -14,29 +14,30 @@ from polar_cli.translate import anthropic_messages, google_genai, openai_chat, o
 from polar_cli.translate.codec import ApiName, Codec, Route
 
 CODECS: dict[ApiName, Codec] = {
-    "anthropic": anthropic_messages.CODEC,
+    "anthropic_messages": anthropic_messages.CODEC,
     "openai_chat": openai_chat.CODEC,
     "openai_responses": openai_responses.CODEC,
-    "google": google_genai.CODEC,
+    "google_genai": google_genai.CODEC,
 }
 
 _GOOGLE = re.compile(r"/models/(?P<model>[^/:]+):(?P<verb>generateContent|streamGenerateContent)$")
 _TAILS: tuple[tuple[str, ApiName], ...] = (
-    ("/messages", "anthropic"),
+    ("/messages", "anthropic_messages"),
     ("/chat/completions", "openai_chat"),
     ("/responses", "openai_responses"),
 )
 
 
-def route_for_path(path: str) -> Route | None:
-    """The route a model-call path names, or None when the path is not a model call."""
+def route_for_path(path: str, query: str = "") -> Route | None:
+    """The route a model-call path (and its query) names, or None when the path is not a model call."""
     path = path.rstrip("/")
     for tail, api in _TAILS:
         if path.endswith(tail):
             return Route(api)
     m = _GOOGLE.search(path)
     if m:
-        return Route("google", model=m["model"], stream=m["verb"] == "streamGenerateContent")
+        stream = m["verb"] == "streamGenerateContent"
+        return Route("google_genai", model=m["model"], stream=stream, sse="alt=sse" in query.split("&"))
     return None
 
 
@@ -52,7 +53,7 @@ def route_for_unknown_path(path: str, headers: Mapping[str, str], body: Mapping[
     if path.rstrip("/").endswith(_OTHER_ENDPOINTS):
         return None
     if "anthropic-version" in headers or "x-api-key" in headers:
-        return Route("anthropic")
+        return Route("anthropic_messages")
     if "x-goog-api-key" in headers:
         return None  # Google puts the model in the path; without it the call cannot be served
     if "contents" in body:
@@ -60,7 +61,9 @@ def route_for_unknown_path(path: str, headers: Mapping[str, str], body: Mapping[
     if "input" in body and "messages" not in body:
         return Route("openai_responses")
     if "messages" in body:
-        return Route("anthropic" if "max_tokens" in body and isinstance(body.get("system"), list) else "openai_chat")
+        return Route(
+            "anthropic_messages" if "max_tokens" in body and isinstance(body.get("system"), list) else "openai_chat"
+        )
     return None
 
 
@@ -70,7 +73,7 @@ def error_codec_for_path(path: str) -> Codec:
     if route is not None:
         return CODECS[route.api]
     if "/v1beta/" in path or ":generateContent" in path or ":streamGenerateContent" in path:
-        return CODECS["google"]
+        return CODECS["google_genai"]
     if path.rstrip("/").endswith("/messages/count_tokens"):
-        return CODECS["anthropic"]
+        return CODECS["anthropic_messages"]
     return CODECS["openai_chat"]

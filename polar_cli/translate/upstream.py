@@ -1,28 +1,28 @@
 """The upstream side: IR -> the OpenAI Chat body sent to SGLang/vLLM, and their answer -> IR + captured tokens.
 
 The upstream call is always non-streaming with token capture on (SGLang refuses its token-id options with
-``stream: true``). Field names moved between server releases (../shared/UPSTREAM.md), so the answer is read through
-ordered fallbacks, and an answer without token ids fails the call: Polar never records nothing silently.
+``stream: true``). How each server is asked for token ids is its `dialects.Dialect`; the fields the ids come back in
+moved between releases (docs/upstream.md "Token fields"), so the answer is read through ordered fallbacks, and an
+answer without token ids fails the call: Polar never records nothing silently.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import orjson
 
 from polar_cli.errors import ContextLengthError, TokenCaptureError, UpstreamError
+from polar_cli.translate.dialects import SGLANG, Dialect
 from polar_cli.translate.ir import ChatRequest, FinishReason, Image, Message, Text, ToolCall, ToolKind, Usage
-
-# sglang: 0.5.23+ (return_token_ids); sglang-legacy: older releases (return_prompt_token_ids + return_meta_info).
-Engine = Literal["sglang", "sglang-legacy", "vllm"]
 
 
 @dataclass(frozen=True, slots=True)
 class UpstreamOptions:
-    engine: Engine = "sglang"
+    # how this server is asked for token ids and whether it aborts by rid
+    dialect: Dialect = SGLANG
     # the served model name; the harness's own model name (claude-..., gpt-...) is replaced by it
     model: str = "default"
     # merged into every call's chat_template_kwargs (e.g. {"enable_thinking": false})
@@ -81,18 +81,14 @@ def _message(m: Message) -> dict[str, Any]:
 
 
 def chat_body(request: ChatRequest, options: UpstreamOptions, rid: str) -> dict[str, Any]:
-    """The OpenAI Chat Completions body for the upstream, with the engine's token-capture fields."""
+    """The OpenAI Chat Completions body for the upstream, with the dialect's token-capture fields."""
     body: dict[str, Any] = {
         "model": options.model,
         "messages": [_message(m) for m in request.messages],
         "stream": False,
         "logprobs": True,
+        **options.dialect.token_fields,
     }
-    if options.engine == "sglang-legacy":
-        body["return_prompt_token_ids"] = True
-        body["return_meta_info"] = True
-    else:
-        body["return_token_ids"] = True
     if request.tools:
         body["tools"] = [
             {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
@@ -135,7 +131,7 @@ def chat_body(request: ChatRequest, options: UpstreamOptions, rid: str) -> dict[
         kwargs.setdefault("enable_thinking", request.reasoning.enabled)
     if kwargs:
         body["chat_template_kwargs"] = kwargs
-    if options.engine != "vllm":
+    if options.dialect.aborts:
         body["rid"] = rid
     if options.extra_body:
         for key, value in options.extra_body.items():
@@ -187,8 +183,8 @@ def _logprobs(choice: Mapping[str, Any], n: int) -> list[float]:
 def token_capture(body: Mapping[str, Any]) -> TokenCapture:
     """Prompt ids, sampled ids and their logprobs from an SGLang (any release) or vLLM chat answer.
 
-    Order of preference follows UPSTREAM.md: per-choice fields of the current releases first, then the older and
-    engine-specific places.
+    Order of preference follows docs/upstream.md "Token fields": per-choice fields of the current releases first,
+    then the older and server-specific places.
     """
     choice = _get(body, "choices", 0)
     if not isinstance(choice, dict):

@@ -50,9 +50,11 @@ def test_real_sglang_tool_round_trip_captures_its_exact_ids(tmp_path: Path) -> N
     )
     handle = asyncio.run(open_engine(config, tmp_path))
     try:
-        assert handle.options.engine in ("sglang", "sglang-legacy")
+        assert handle.options.dialect.name in ("sglang", "sglang-legacy")
         url = handle.upstream.base_url  # type: ignore[attr-defined]
-        with running_gateway(url, tmp_path / "capture", engine=handle.options.engine, model="gpu-test") as gw:
+        with running_gateway(
+            url, tmp_path / "capture", dialect_name=handle.options.dialect.name, model="gpu-test"
+        ) as gw:
             client = anthropic.Anthropic(base_url=gw.url, api_key=gw.open_session("gpu"), max_retries=0)
             history: list[anthropic.types.MessageParam] = [
                 {"role": "user", "content": "Use the Bash tool to run `echo hi`, then tell me what it printed."}

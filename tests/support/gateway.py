@@ -15,7 +15,8 @@ from polar_cli.gateway.handler import Gateway
 from polar_cli.gateway.server import GatewayServer, ServerLimits
 from polar_cli.gateway.sessions import SessionRegistry
 from polar_cli.gateway.upstream_client import UpstreamClient
-from polar_cli.translate.upstream import Engine, UpstreamOptions
+from polar_cli.translate.dialects import DialectName, dialect
+from polar_cli.translate.upstream import UpstreamOptions
 
 
 @dataclass
@@ -43,7 +44,7 @@ def running_gateway(
     upstream_url: str,
     capture_dir: Path,
     *,
-    engine: Engine = "sglang",
+    dialect_name: DialectName = "sglang",
     model: str = "default",
     allow_unknown_keys: bool = False,
     limits: ServerLimits | None = None,
@@ -57,7 +58,7 @@ def running_gateway(
     writer = CaptureWriter(capture_dir)
     gateway = Gateway(
         upstream=UpstreamClient(upstream_url, timeout=upstream_timeout),
-        options=UpstreamOptions(engine=engine, model=model, **options),
+        options=UpstreamOptions(dialect(dialect_name), model=model, **options),
         sessions=sessions,
         capture=writer,
     )

@@ -30,7 +30,7 @@ def stack(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[SGLa
     engine = dialect
     with (
         SGLangDouble(dialect=dialect) as upstream,
-        running_gateway(upstream.url, tmp_path / "capture", engine=engine, model="polar-test-model") as gw,
+        running_gateway(upstream.url, tmp_path / "capture", dialect_name=engine, model="polar-test-model") as gw,
     ):
         yield upstream, gw
 

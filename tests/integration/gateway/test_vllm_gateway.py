@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 
 @pytest.fixture
 def smollm2_gateway(smollm2: VLLMServer, tmp_path: Path) -> Iterator[RunningGateway]:
-    with running_gateway(smollm2.url, tmp_path, engine="vllm", model="smollm2", upstream_timeout=300) as gw:
+    with running_gateway(smollm2.url, tmp_path, dialect_name="vllm", model="smollm2", upstream_timeout=300) as gw:
         yield gw
 
 
@@ -122,7 +122,12 @@ def test_tool_session_on_the_real_qwen3_template_merges_and_reports(qwen3_tiny: 
     from transformers import AutoTokenizer
 
     with running_gateway(
-        qwen3_tiny.url, tmp_path, engine="vllm", model="qwen3-tiny", upstream_timeout=300, extra_body=FORCE_TOOL_CALL
+        qwen3_tiny.url,
+        tmp_path,
+        dialect_name="vllm",
+        model="qwen3-tiny",
+        upstream_timeout=300,
+        extra_body=FORCE_TOOL_CALL,
     ) as gw:
         client = openai.OpenAI(base_url=gw.url + "/v1", api_key=gw.open_session("qwen-tools"), max_retries=0)
         messages: list[Any] = [

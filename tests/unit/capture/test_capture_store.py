@@ -19,7 +19,7 @@ def _record(
     return CaptureRecord(
         session_id=session,
         seq=seq,
-        api="anthropic",
+        api="anthropic_messages",
         path="/v1/messages",
         started=1.0 + seq,
         ended=2.0 + seq,

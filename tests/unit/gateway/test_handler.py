@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -41,9 +42,11 @@ ANSWER = {
 class FakeUpstream:
     def __init__(self) -> None:
         self.bodies: list[dict] = []
+        self.sessions: list[str | None] = []
 
-    async def post_json(self, path: str, body: bytes) -> Response:
+    async def post_json(self, path: str, body: bytes, *, session: str | None = None) -> Response:
         self.bodies.append(orjson.loads(body))
+        self.sessions.append(session)
         return Response(200, "OK", {}, orjson.dumps(ANSWER), True)
 
     async def close(self) -> None:
@@ -58,7 +61,8 @@ def test_tool_call_ids_are_unique_across_turns_and_calls_are_captured(tmp_path: 
     sessions = SessionRegistry()
     sessions.open("s", "sk-1")
     writer = CaptureWriter(tmp_path)
-    gateway = Gateway(upstream=FakeUpstream(), options=UpstreamOptions(model="m"), sessions=sessions, capture=writer)  # type: ignore[arg-type]
+    upstream = FakeUpstream()
+    gateway = Gateway(upstream=upstream, options=UpstreamOptions(model="m"), sessions=sessions, capture=writer)  # type: ignore[arg-type]
     body = {"model": "claude", "max_tokens": 10, "messages": [{"role": "user", "content": "go"}]}
 
     async def calls() -> list[dict]:
@@ -68,6 +72,8 @@ def test_tool_call_ids_are_unique_across_turns_and_calls_are_captured(tmp_path: 
     answers = asyncio.run(calls())
     ids = [a["content"][-1]["id"] for a in answers]
     assert len(set(ids)) == 3 and all(i.startswith("toolu_") for i in ids)
+    # the upstream learns which session each call is for from the call itself (in-process engines answer per session)
+    assert upstream.sessions == ["s", "s", "s"]
     writer.close()
     records = read_session(session_file(tmp_path, "s"))
     assert [r.seq for r in records] == [0, 1, 2]
@@ -91,3 +97,24 @@ def test_unknown_key_health_and_unknown_path(tmp_path: Path) -> None:
     assert health.status == 200
     assert missing.status == 404 and "error" in orjson.loads(missing.body)
     assert wrong_method.status == 405 and orjson.loads(wrong_method.body)["error"]["type"] == "invalid_request_error"
+
+
+def test_google_streams_the_framing_its_route_asked_for() -> None:
+    sessions = SessionRegistry()
+    sessions.open("g", "sk-g")
+    gateway = Gateway(upstream=FakeUpstream(), options=UpstreamOptions(model="m"), sessions=sessions, capture=None)  # type: ignore[arg-type]
+    body = {"contents": [{"role": "user", "parts": [{"text": "go"}]}]}
+    path = "/v1beta/models/gemini-x:streamGenerateContent"
+
+    def call(query: str) -> Any:
+        req = Request("POST", f"{path}?{query}", path, query, {"x-goog-api-key": "sk-g"}, orjson.dumps(body), True)
+        return asyncio.run(gateway.handle(req))
+
+    sse = call("alt=sse")
+    assert sse.content_type == "text/event-stream" and sse.stream and all(f.startswith(b"data: ") for f in sse.stream)
+    array = call("key=sk-g")
+    assert array.content_type == "application/json" and array.stream is not None and len(array.stream) == 1
+    chunks = orjson.loads(array.stream[0])
+    assert (
+        isinstance(chunks, list) and chunks[0]["candidates"][0]["content"]["parts"][0]["functionCall"]["name"] == "Bash"
+    )

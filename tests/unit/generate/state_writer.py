@@ -17,9 +17,13 @@ from polar_cli.generate.state import RunState, Verdict
 RECIPE = {"manifest": {"source": "m.jsonl"}, "harnesses": ["pi"], "engine": {"kind": "gold", "tokenizer": "qwen3"}}
 
 
+def key(i: int) -> str:
+    return f"inst-{i}::pi::1"
+
+
 def row(i: int) -> dict[str, object]:
     return {
-        "key": f"inst-{i}::pi::1",
+        "key": key(i),
         "instance_id": f"inst-{i}",
         "repo": f"org/repo{i % 3}",
         "harness": "pi",
@@ -40,9 +44,10 @@ def main() -> None:
     state = RunState(out, parse_recipe(RECIPE))
     print("ready", flush=True)
     for i in range(n):
-        r = row(i)
-        if r["key"] in state.finished:
+        # check before building: a resumed writer must not spend its time rebuilding the big rows it already wrote
+        if key(i) in state.finished:
             continue
+        r = row(i)
         state.record(Verdict("accepted" if r["accepted"] else "rejected", r))
         time.sleep(pause)
     state.close()

@@ -77,7 +77,7 @@ def test_launch_waits_for_health_probes_tokens_and_stops(tmp_path: Path, monkeyp
         assert alive(pid)
         info = dict(handle.server.model_info)
         await handle.close()
-        return handle.model, handle.options.engine, info, pid
+        return handle.model, handle.options.dialect.name, info, pid
 
     model, engine, info, pid = asyncio.run(go())
     assert model == "served-q" and engine == "sglang"

@@ -14,10 +14,10 @@ import pytest
 from sglang.srt.entrypoints.openai.protocol import ChatCompletionResponse
 
 from polar_cli.errors import ConfigError
-from polar_cli.gateway.probe import probe_engine
+from polar_cli.gateway.probe import probe_dialect
 from polar_cli.inference import tokenizers
 from polar_cli.inference.gold import GOLD_DONE, GoldPolicy, NoopPolicy, Task
-from polar_cli.inference.scripted import SESSION_KEY, ScriptedEngine
+from polar_cli.inference.scripted import ScriptedUpstream
 from polar_cli.inference.tokenizers import ChatTokenizer, resolve_tokenizer, template_message
 from polar_cli.translate.upstream import UpstreamOptions, token_capture
 from tests.support.models import QWEN3_IM_END, QWEN3_TINY_DIR
@@ -36,10 +36,9 @@ MESSAGES = [{"role": "system", "content": "You are a coding agent."}, {"role": "
 PATCH = "diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a = 1\n+a = 2\n"
 
 
-def post(engine: ScriptedEngine, body: dict[str, Any], key: str | None = "k") -> tuple[int, dict[str, Any]]:
+def post(engine: ScriptedUpstream, body: dict[str, Any], key: str | None = "k") -> tuple[int, dict[str, Any]]:
     async def go() -> tuple[int, dict[str, Any]]:
-        SESSION_KEY.set(key)
-        response = await engine.post_json("/v1/chat/completions", orjson.dumps(body))
+        response = await engine.post_json("/v1/chat/completions", orjson.dumps(body), session=key)
         return response.status, orjson.loads(response.body)
 
     return asyncio.run(go())
@@ -50,7 +49,7 @@ def request(messages: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
 
 
 def test_gold_answers_in_sglang_shape_and_ids_chain(qwen3: ChatTokenizer) -> None:
-    engine = ScriptedEngine(GoldPolicy(), qwen3, "polar-gold")
+    engine = ScriptedUpstream(GoldPolicy(), qwen3, "polar-gold")
     engine.bind("k", Task("i", PATCH, "/testbed"))
     status, first = post(engine, request(MESSAGES, rid="r1"))
     assert status == 200
@@ -82,11 +81,11 @@ def test_gold_answers_in_sglang_shape_and_ids_chain(qwen3: ChatTokenizer) -> Non
 
 
 def test_unbound_calls_noop_and_errors(qwen3: ChatTokenizer) -> None:
-    gold = ScriptedEngine(GoldPolicy(), qwen3, "polar-gold")
+    gold = ScriptedUpstream(GoldPolicy(), qwen3, "polar-gold")
     status, answer = post(gold, request(MESSAGES), key="nobody")
     assert status == 200 and answer["choices"][0]["message"]["content"] == GOLD_DONE
 
-    noop = ScriptedEngine(NoopPolicy(), qwen3, "polar-noop")
+    noop = ScriptedUpstream(NoopPolicy(), qwen3, "polar-noop")
     noop.bind("k", Task("i", PATCH))
     status, answer = post(noop, request(MESSAGES))
     assert answer["choices"][0]["message"]["tool_calls"] is None and answer["choices"][0]["finish_reason"] == "stop"
@@ -105,14 +104,14 @@ def test_unbound_calls_noop_and_errors(qwen3: ChatTokenizer) -> None:
 
 
 def test_a_template_failure_is_an_upstream_500_not_a_crash(qwen3: ChatTokenizer) -> None:
-    engine = ScriptedEngine(GoldPolicy(), qwen3, "polar-gold")
+    engine = ScriptedUpstream(GoldPolicy(), qwen3, "polar-gold")
     status, body = post(engine, request([{"role": "user", "content": 5}]))
     assert status == 500 and "could not answer" in body["message"]
 
 
 def test_the_gateway_probe_accepts_the_scripted_engine(qwen3: ChatTokenizer) -> None:
-    engine = ScriptedEngine(NoopPolicy(), qwen3, "polar-noop")
-    assert asyncio.run(probe_engine(engine, UpstreamOptions(model="polar-noop"))) == "sglang"  # type: ignore[arg-type]
+    engine = ScriptedUpstream(NoopPolicy(), qwen3, "polar-noop")
+    assert asyncio.run(probe_dialect(engine, UpstreamOptions(model="polar-noop"))).name == "sglang"  # type: ignore[arg-type]
 
 
 def test_template_message_does_what_sglang_does_before_the_template() -> None:

@@ -22,7 +22,7 @@ from polar_cli.translate.ir import (
 )
 from tests.support.recordings import find_body, recorded
 
-ROUTE = Route(api="anthropic")
+ROUTE = Route(api="anthropic_messages")
 RECORDED = recorded("anthropic")
 
 
@@ -36,7 +36,7 @@ def _decode(**fields: Any) -> ChatRequest:
 
 
 def test_codec_identity() -> None:
-    assert CODEC.name == "anthropic"
+    assert CODEC.name == "anthropic_messages"
     assert CODEC.tool_call_id_prefix == "toolu_"
     assert CODEC.decode_request is decode_request
 

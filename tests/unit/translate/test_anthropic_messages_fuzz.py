@@ -14,7 +14,7 @@ from polar_cli.errors import PolarError, RequestError
 from polar_cli.translate.anthropic_messages import decode_request
 from polar_cli.translate.codec import Route
 
-ROUTE = Route(api="anthropic")
+ROUTE = Route(api="anthropic_messages")
 RECORDINGS = Path(__file__).parents[2] / "data" / "harness_requests"
 RECORDED = [
     record

@@ -21,7 +21,7 @@ USAGE = Usage(prompt_tokens=120, completion_tokens=30, cached_tokens=100)
 
 def _request(stream: bool) -> ChatRequest:
     body = {"model": "claude-lab", "max_tokens": 256, "messages": MESSAGES, "stream": stream}
-    return CODEC.decode_request(body, Route(api="anthropic"))
+    return CODEC.decode_request(body, Route(api="anthropic_messages"))
 
 
 def _completion(

@@ -37,7 +37,7 @@ from polar_cli.translate.ir import (
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "harness_requests"
 PATH_RE = re.compile(r"^/v1(?:beta)?/models/(?P<model>[^:/]+):(?P<method>streamGenerateContent|generateContent)$")
-STREAM = Route(api="google", model="gemini-lab", stream=True)
+STREAM = Route(api="google_genai", model="gemini-lab", stream=True)
 
 
 def _records() -> list[dict[str, Any]]:
@@ -56,7 +56,7 @@ RECORDS = _records()
 def route_of(record: dict[str, Any]) -> Route:
     match = PATH_RE.match(record["path"])
     assert match is not None
-    return Route(api="google", model=match["model"], stream=match["method"] == "streamGenerateContent")
+    return Route(api="google_genai", model=match["model"], stream=match["method"] == "streamGenerateContent")
 
 
 def recorded(run: str, seq: int) -> tuple[dict[str, Any], Route]:
@@ -599,8 +599,8 @@ def test_malformed_requests_name_the_field(body: Any, message: str) -> None:
 
 def test_model_comes_from_the_route() -> None:
     with pytest.raises(RequestError, match=r"^model: missing"):
-        decode({"contents": OK_CONTENTS}, Route(api="google"))
-    assert decode({"contents": OK_CONTENTS}, Route(api="google", model="m", stream=None)).stream is False
+        decode({"contents": OK_CONTENTS}, Route(api="google_genai"))
+    assert decode({"contents": OK_CONTENTS}, Route(api="google_genai", model="m", stream=None)).stream is False
 
 
 def test_schema_depth_is_bounded() -> None:

@@ -59,7 +59,7 @@ class Gateway:
     def __call__(self, request: httpx.Request) -> httpx.Response:
         match = PATH_RE.search(request.url.path)
         assert match is not None, request.url.path
-        route = Route(api="google", model=match["model"], stream=match["method"] == "streamGenerateContent")
+        route = Route(api="google_genai", model=match["model"], stream=match["method"] == "streamGenerateContent")
         if self.error is not None:
             return httpx.Response(self.error[0], json=CODEC.encode_error(*self.error))
         chat = CODEC.decode_request(json.loads(request.content), route)
@@ -352,11 +352,11 @@ def test_gemini_context_message(message: str, expected: str) -> None:
 
 
 def test_codec_identity() -> None:
-    assert CODEC.name == "google" and CODEC.tool_call_id_prefix == "call_"
+    assert CODEC.name == "google_genai" and CODEC.tool_call_id_prefix == "call_"
 
 
 def test_response_body_shape() -> None:
-    request = CODEC.decode_request({"contents": [{"parts": [{"text": "x"}]}]}, Route(api="google", model="gm"))
+    request = CODEC.decode_request({"contents": [{"parts": [{"text": "x"}]}]}, Route(api="google_genai", model="gm"))
     body: dict[str, Any] = CODEC.encode_response(request, completion(text="a", reasoning="b", calls=TWO_CALLS[:1]))
     assert body == {
         "candidates": [
