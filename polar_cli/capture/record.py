@@ -35,7 +35,7 @@ CaptureStatus = Literal["ok", "upstream_error", "client_error"]
 
 @dataclass(frozen=True, slots=True)
 class CaptureRecord:
-    """Everything recorded about one model call (DESIGN.md "Capture record").
+    """Everything recorded about one model call (docs/design.md "Capture record").
 
     ``prompt_ids`` are the exact ids the server fed the model (chat template applied by the server);
     ``response_ids`` the raw sampled ids including the stop token, with one logprob each. Failed calls have empty

@@ -1,4 +1,4 @@
-"""A finished session as one corpus row (DESIGN.md "Corpus row"), and the verdict that decides where it goes.
+"""A finished session as one corpus row (docs/design.md "Corpus row"), and the verdict that decides where it goes.
 
 Accepted iff the harness ended normally, the instance is resolved (SWE-bench grading) and at least one model call is
 trainable. Everything else that ran is a reject, with the first reason that applies. Failures of the machinery

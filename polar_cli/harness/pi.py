@@ -5,12 +5,20 @@ from __future__ import annotations
 from typing import Literal
 
 from polar_cli.harness.base import HOME, HarnessAdapter, Launch, Wiring, base_env, json_file, node_argv
+from polar_cli.translate.codec import ApiName
 
 NAME = "pi"
 BUNDLE = f"/opt/polar/harness/{NAME}"
 KEY_ENV = "POLAR_SESSION_KEY"
 DEFAULT_MODEL = "polar-model"
 PiApi = Literal["openai-completions", "openai-responses", "anthropic-messages", "google-generative-ai"]
+# Polar's name of each API (its codec module) -> Pi's name for it in models.json
+PI_APIS: dict[ApiName, PiApi] = {
+    "openai_chat": "openai-completions",
+    "openai_responses": "openai-responses",
+    "anthropic_messages": "anthropic-messages",
+    "google_genai": "google-generative-ai",
+}
 # where each API's client appends its own path
 API_SUFFIX: dict[str, str] = {
     "openai-completions": "/v1",
@@ -33,8 +41,9 @@ def needs_stdin(instruction: str) -> bool:
     return instruction.startswith(("-", "@"))
 
 
-def adapter_for(api: PiApi) -> HarnessAdapter:
+def adapter_for(api: ApiName) -> HarnessAdapter:
     """Pi speaking one of its four APIs to the gateway."""
+    pi_api = PI_APIS[api]
 
     def build(instruction: str, wiring: Wiring, workdir: str) -> Launch:
         env = {**base_env(wiring), KEY_ENV: wiring.session_key, "PI_OFFLINE": "1"}
@@ -55,7 +64,7 @@ def adapter_for(api: PiApi) -> HarnessAdapter:
         return Launch(
             argv=tuple(argv),
             env=env,
-            files={f"{HOME}/.pi/agent/models.json": json_file(models_json(wiring, api))},
+            files={f"{HOME}/.pi/agent/models.json": json_file(models_json(wiring, pi_api))},
             workdir=workdir,
             artifacts=(f"{HOME}/.pi/agent/sessions",),
             droppings=(".pi",),
@@ -65,4 +74,4 @@ def adapter_for(api: PiApi) -> HarnessAdapter:
     return HarnessAdapter(name=NAME, package="@mariozechner/pi-coding-agent", shell_tool="bash", build=build)
 
 
-ADAPTER = adapter_for("openai-completions")
+ADAPTER = adapter_for("openai_chat")

@@ -46,7 +46,7 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def sglang_argv(settings: SGLangConfig, port: int) -> list[str]:
-    """The ``launch_server`` command line for ``settings`` (flags per UPSTREAM.md "Launching SGLang")."""
+    """The ``launch_server`` command line for ``settings`` (flags per docs/upstream.md "Launching SGLang")."""
     prefix = list(settings.launcher or [settings.python or sys.executable, "-m", "sglang.launch_server"])
     argv = [*prefix, "--model-path", settings.model_path, "--host", settings.host, "--port", str(port)]
     argv += ["--tp-size", str(settings.tp_size)]

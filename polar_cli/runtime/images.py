@@ -7,7 +7,8 @@
 The digest covers every file of the build context plus the parent image's tag (which carries the parent's digest), so
 a change anywhere below an image renames it. ``POLAR_IMAGE_PREFIX`` (default ``polar``) names the images, so a real
 deployment can point it at its registry; ``POLAR_BASE_IMAGE`` skips the bootstrap and builds on an image you supply.
-The host's CA bundle is added to every build context: behind a TLS-re-signing proxy npm needs it (DESIGN.md).
+The host's CA bundle is added to every build context: behind a TLS-re-signing proxy npm needs it (docs/design.md
+"Runtime without a registry").
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Which image an instance runs in, and building the images of manifests that say how.
 
 An instance runs in its row's ``image``, else in the image an image-name template gives it. The public conventions
-are built in by name: ``swe-gym`` and ``swe-bench`` (DESIGN.md "Manifest row"); any other template is a format
+are built in by name: ``swe-gym`` and ``swe-bench`` (docs/design.md "Manifest row"); any other template is a format
 string over ``instance_id``, ``swegym_id``, ``swebench_id``, ``repo`` and ``version``.
 
 Rows may carry a build spec (``build: {context, dockerfile, args}``, paths relative to the manifest). Such an image

@@ -1,4 +1,4 @@
-"""The Trace: what a builder hands to trainers (DESIGN.md "Trace"), with its invariants checked at construction."""
+"""The Trace: what a builder hands to trainers (docs/design.md "Trace"), with its invariants checked at construction."""
 
 from __future__ import annotations
 

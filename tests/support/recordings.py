@@ -1,4 +1,4 @@
-"""The real harness traffic recorded in tests/data/harness_requests (see ../shared/HARNESSES.md)."""
+"""The real harness traffic recorded in tests/data/harness_requests (docs/harnesses.md "Recorded traffic")."""
 
 from __future__ import annotations
 

@@ -107,18 +107,18 @@ def test_gemini_cli() -> None:
 
 
 @pytest.mark.parametrize(
-    ("api", "base_url"),
+    ("api", "pi_api", "base_url"),
     [
-        ("openai-completions", "http://127.0.0.1:8765/v1"),
-        ("openai-responses", "http://127.0.0.1:8765/v1"),
-        ("anthropic-messages", "http://127.0.0.1:8765"),
-        ("google-generative-ai", "http://127.0.0.1:8765/v1beta"),
+        ("openai_chat", "openai-completions", "http://127.0.0.1:8765/v1"),
+        ("openai_responses", "openai-responses", "http://127.0.0.1:8765/v1"),
+        ("anthropic_messages", "anthropic-messages", "http://127.0.0.1:8765"),
+        ("google_genai", "google-generative-ai", "http://127.0.0.1:8765/v1beta"),
     ],
 )
-def test_pi_models_json(api: str, base_url: str) -> None:
+def test_pi_models_json(api: str, pi_api: str, base_url: str) -> None:
     run = adapter_for(api).launch(INSTRUCTION, WIRING)  # type: ignore[arg-type]
     provider = json.loads(run.files["/root/.pi/agent/models.json"])["providers"]["polar"]
-    assert provider["api"] == api and provider["baseUrl"] == base_url
+    assert provider["api"] == pi_api and provider["baseUrl"] == base_url
     # apiKey names the variable; the key itself stays out of the file
     assert run.env[provider["apiKey"]] == WIRING.session_key
     assert run.argv[run.argv.index("--provider") + 1] == "polar"
