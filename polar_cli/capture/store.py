@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 
 from polar_cli.capture.record import CaptureRecord, Compactor, Expander
+from polar_cli.errors import CaptureReadError
 
 _SAFE_ID = re.compile(r"[^A-Za-z0-9_.-]")
 _STOP = object()
@@ -146,10 +147,17 @@ def _expand_lines(lines: list[bytes]) -> Iterator[CaptureRecord]:
 
 
 def read_session(path: Path) -> list[CaptureRecord]:
-    """Every complete record of one session file, with full token arrays and bodies rebuilt."""
+    """Every complete record of one session file, with full token arrays and bodies rebuilt.
+
+    Raises `CaptureReadError` for a file that is corrupt or of an unknown capture format (a torn last line is not
+    corrupt: it is what a killed writer leaves, and is ignored).
+    """
     data = path.read_bytes()
     end = data.rfind(b"\n") + 1
-    return list(_expand_lines(data[:end].splitlines()))
+    try:
+        return list(_expand_lines(data[:end].splitlines()))
+    except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
+        raise CaptureReadError(f"{path}: unreadable capture file: {exc!r}") from exc
 
 
 def read_capture_dir(capture_dir: Path) -> dict[str, list[CaptureRecord]]:

@@ -13,7 +13,7 @@ from typing import Annotated
 import orjson
 import typer
 
-from polar_cli.commands.common import INTERRUPTED, exit_codes
+from polar_cli.commands.common import FAILED, INTERRUPTED, exit_codes
 
 
 def generate(
@@ -55,4 +55,4 @@ def generate(
         typer.echo(f"interrupted; resume with the same command (run directory {run_dir})", err=True)
         raise typer.Exit(INTERRUPTED)
     if summary["errors_last_segment"] or summary["pending"]:
-        raise typer.Exit(1)
+        raise typer.Exit(FAILED)

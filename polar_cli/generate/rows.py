@@ -40,7 +40,7 @@ class SessionFacts:
     model: str
     end: RunEnd
     harness_run: HarnessRun | None
-    finished: Collected | None
+    collected: Collected | None
     records: Sequence[CaptureRecord]
     build: Build
     evaluation: Evaluation | None
@@ -57,8 +57,8 @@ def status_of(facts: SessionFacts) -> tuple[Status, str | None]:
     if end.reason == "timeout" and run is None:
         # it never ran, or was cut off by the pool's backstop: nothing the agent did is known
         return ("INIT_TIMEOUT" if not facts.records else "TIMEOUT"), end.error
-    if facts.finished is not None and facts.finished.error:
-        return "POSTRUN_ERROR", facts.finished.error
+    if facts.collected is not None and facts.collected.error:
+        return "POSTRUN_ERROR", facts.collected.error
     if facts.evaluation is not None and facts.evaluation.outcome == "error":
         return "EVAL_ERROR", facts.evaluation.reason
     if run is None:
@@ -143,7 +143,7 @@ def build_row(
         "messages": trace.messages if trace is not None else [],
         "tools": orjson.dumps(trace.tools if trace is not None else []).decode(),
         "traces": [t.to_row() for t in facts.build.traces],
-        "patch": facts.finished.patch if facts.finished is not None else "",
+        "patch": facts.collected.patch if facts.collected is not None else "",
         "eval": _eval_report(evaluation),
         "exit_code": run.exit_code if run is not None else None,
         "timing": {**timing, "eval": round(facts.eval_seconds, 3)},

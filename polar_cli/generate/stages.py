@@ -132,13 +132,13 @@ class GenerateStages:
     ) -> SessionFacts:
         plan = job.payload
         harness_run = end.value if isinstance(end.value, HarnessRun) else None
-        finished = None
+        collected = None
         records: list[CaptureRecord] = []
         session_id = session.session_id if session is not None else ""
         if session is not None:
             artifacts = self.run_dir / "artifacts" / session_id if self.recipe.output.keep_artifacts else None
             try:
-                finished = await self.steps.finish(
+                collected = await self.steps.finish(
                     session.prepared, artifacts, harness_run.output if harness_run is not None else None
                 )
             finally:
@@ -146,9 +146,9 @@ class GenerateStages:
             records = await in_thread(self.executor, lambda: self._records(session_id))
         build = await in_thread(self.executor, lambda: self._build(records))
         evaluation, eval_seconds = None, 0.0
-        if finished is not None and not finished.error and harness_run is not None:
+        if collected is not None and not collected.error and harness_run is not None:
             start = time.monotonic()
-            evaluation = await in_thread(self.executor, lambda: self._evaluate(plan, finished.patch))
+            evaluation = await in_thread(self.executor, lambda: self._evaluate(plan, collected.patch))
             eval_seconds = time.monotonic() - start
             if self.recipe.output.keep_artifacts and evaluation.log:
                 path = self.run_dir / "artifacts" / session_id / "eval.log"
@@ -163,7 +163,7 @@ class GenerateStages:
             model=self.model,
             end=end,
             harness_run=harness_run,
-            finished=finished,
+            collected=collected,
             records=records,
             build=build,
             evaluation=evaluation,

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from polar_cli.capture import CaptureRecord, read_session
-from polar_cli.errors import CaptureReadError, ConfigError
+from polar_cli.errors import ConfigError
 from polar_cli.trajectory.per_request import per_request, skip_reason
 from polar_cli.trajectory.prefix_merging import detect_eot_token_id, prefix_merging
 from polar_cli.trajectory.stats import MergeStats
@@ -54,10 +54,7 @@ def session_files(capture_dir: Path) -> list[Path]:
 def _sessions(files: list[Path]) -> Iterator[list[CaptureRecord]]:
     # one session in memory at a time: peak memory follows the largest session, not the whole capture
     for path in files:
-        try:
-            records = read_session(path)
-        except (ValueError, KeyError, TypeError) as exc:
-            raise CaptureReadError(f"{path}: unreadable capture file: {exc!r}") from exc
+        records = read_session(path)
         if records:
             yield records
 

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from polar_cli.capture import CaptureRecord, CaptureWriter, read_capture_dir, read_session
 from polar_cli.capture.record import Compactor, Expander, JsonBody, byte_delta, common_prefix_len
 from polar_cli.capture.store import session_file
+from polar_cli.errors import CaptureReadError
 
 
 def _record(
@@ -166,3 +167,11 @@ def test_torn_last_line_is_ignored_and_cut_before_the_next_append(tmp_path: Path
 
 def test_session_ids_cannot_escape_the_capture_dir(tmp_path: Path) -> None:
     assert session_file(tmp_path, "../../etc/passwd").parent == tmp_path
+
+
+@pytest.mark.parametrize("line", [b'{"v": 99, "seq": 0}\n', b"[1, 2]\n", b'{"session_id": "s"}\n'])
+def test_a_corrupt_session_file_is_a_capture_read_error_naming_the_file(tmp_path: Path, line: bytes) -> None:
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(line)
+    with pytest.raises(CaptureReadError, match=r"s\.jsonl: unreadable capture file"):
+        read_session(path)

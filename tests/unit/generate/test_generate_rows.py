@@ -59,7 +59,7 @@ def facts(**kw: Any) -> SessionFacts:
         "model": "m",
         "end": RunEnd("ok", OK_RUN),
         "harness_run": OK_RUN,
-        "finished": Collected("PATCH", ()),
+        "collected": Collected("PATCH", ()),
         "records": records,
         "build": per_request(records),
         "evaluation": evaluation("resolved"),
@@ -88,14 +88,14 @@ def facts(**kw: Any) -> SessionFacts:
         ),
         # machinery failures are errors: retried next run, never a verdict
         (
-            {"end": RunEnd("init_error", error="no image"), "harness_run": None, "finished": None, "records": []},
+            {"end": RunEnd("init_error", error="no image"), "harness_run": None, "collected": None, "records": []},
             ("error", "INIT_ERROR", "init_error: no image"),
         ),
         (
             {"end": RunEnd("timeout", error="READY"), "harness_run": None, "records": []},
             ("error", "INIT_TIMEOUT", "init_timeout: READY"),
         ),
-        ({"finished": Collected("", (), "bad object")}, ("error", "POSTRUN_ERROR", "postrun_error: bad object")),
+        ({"collected": Collected("", (), "bad object")}, ("error", "POSTRUN_ERROR", "postrun_error: bad object")),
         ({"evaluation": evaluation("error")}, ("error", "EVAL_ERROR", "eval_error: None")),
     ],
 )
