@@ -10,12 +10,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated
 
-import orjson
 import typer
 
 from polar_cli.commands.common import FAILED, exit_codes
-from polar_cli.commands.swe_jobs import JsonOpt, ManifestArg, TemplateOpt, TimeoutOpt, WorkersOpt, run_jobs
-from polar_cli.errors import ConfigError
+from polar_cli.commands.swe_jobs import (
+    JsonOpt,
+    ManifestArg,
+    TemplateOpt,
+    TimeoutOpt,
+    WorkersOpt,
+    check_options,
+    report,
+    run_jobs,
+)
 from polar_cli.swe.evaluate import DEFAULT_TIMEOUT, Evaluation, evaluate_many
 from polar_cli.swe.manifest import load_manifest
 from polar_cli.swe.predictions import evaluation_jobs, evaluation_report, load_predictions
@@ -60,18 +67,10 @@ def evaluate(
 ) -> None:
     """Grade SWE-bench-style predictions (instance_id, model_patch, model_name_or_path) exactly as SWE-bench does."""
     with exit_codes():
-        if timeout <= 0 or workers < 1:
-            raise ConfigError("--timeout must be positive and --workers at least 1")
-        if out is not None and not out.parent.is_dir():
-            raise ConfigError(f"--out {out}: directory {out.parent} does not exist")
+        check_options(timeout, workers, out)
         jobs = evaluation_jobs(load_predictions(predictions), load_manifest(manifest), image_template, timeout)
     results = run_jobs(evaluate_many, jobs, workers, lambda r: f"{r.instance_id}: {r.outcome} ({r.seconds:.1f} s)")
     payload = evaluation_report(results)
-    if out is not None:
-        out.write_bytes(orjson.dumps(payload, option=orjson.OPT_INDENT_2))
-    if json_:
-        typer.echo(orjson.dumps(payload).decode())
-    else:
-        _print_evaluations(results)
+    report(payload, out, json_, lambda: _print_evaluations(results))
     if payload["error_instances"]:
         raise typer.Exit(FAILED)

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
+import orjson
 import typer
 
 from polar_cli.commands.common import FAILED, fail
-from polar_cli.errors import PolarError
+from polar_cli.errors import ConfigError, PolarError
 
 ManifestArg = Annotated[str, typer.Option("--manifest", help="Manifest: .json/.jsonl/.parquet or a datasets name.")]
 TemplateOpt = Annotated[
@@ -30,6 +32,23 @@ def ids(values: Sequence[str] | None) -> list[str] | None:
     return [part for value in values for part in value.split(",") if part]
 
 
+def check_options(timeout: float, workers: int, out: Path | None) -> None:
+    if timeout <= 0 or workers < 1:
+        raise ConfigError("--timeout must be positive and --workers at least 1")
+    if out is not None and not out.parent.is_dir():
+        raise ConfigError(f"--out {out}: directory {out.parent} does not exist")
+
+
+def report(payload: dict[str, Any], out: Path | None, as_json: bool, show: Callable[[], None]) -> None:
+    """The full report to ``out`` (when given), then JSON on stdout or ``show()``'s table."""
+    if out is not None:
+        out.write_bytes(orjson.dumps(payload, option=orjson.OPT_INDENT_2))
+    if as_json:
+        typer.echo(orjson.dumps(payload).decode())
+    else:
+        show()
+
+
 def open_runtime() -> Any:
     from polar_cli.runtime.docker import DockerRuntime
 
@@ -46,10 +65,10 @@ def run_jobs(
         raise fail(exc, FAILED) from exc
     done = 0
 
-    def report(result: R) -> None:
+    def progress(result: R) -> None:
         nonlocal done
         done += 1
         print(f"[{done}/{len(jobs)}] {describe(result)}", file=sys.stderr, flush=True)
 
     with runtime:
-        return run_many(runtime, jobs, workers=workers, on_done=report)
+        return run_many(runtime, jobs, workers=workers, on_done=progress)

@@ -16,7 +16,16 @@ import orjson
 import typer
 
 from polar_cli.commands.common import FAILED, exit_codes
-from polar_cli.commands.swe_jobs import JsonOpt, TemplateOpt, TimeoutOpt, WorkersOpt, ids, run_jobs
+from polar_cli.commands.swe_jobs import (
+    JsonOpt,
+    TemplateOpt,
+    TimeoutOpt,
+    WorkersOpt,
+    check_options,
+    ids,
+    report,
+    run_jobs,
+)
 from polar_cli.errors import ConfigError
 from polar_cli.swe.evaluate import DEFAULT_TIMEOUT, EvalOptions
 from polar_cli.swe.images import instance_image
@@ -108,10 +117,7 @@ def validate(
         _validate_through_harness(manifest, harness, instance_ids, repos, limit, shard, timeout, workers, json_)
         return
     with exit_codes():
-        if timeout <= 0 or workers < 1:
-            raise ConfigError("--timeout must be positive and --workers at least 1")
-        if out is not None and not out.parent.is_dir():
-            raise ConfigError(f"--out {out}: directory {out.parent} does not exist")
+        check_options(timeout, workers, out)
         chosen = select(
             load_manifest(manifest),
             instance_ids=ids(instance_ids),
@@ -130,11 +136,6 @@ def validate(
         "error_ids": [v.instance_id for v in results if v.status == "error"],
         "instances": [v.to_dict() for v in results],
     }
-    if out is not None:
-        out.write_bytes(orjson.dumps(payload, option=orjson.OPT_INDENT_2))
-    if json_:
-        typer.echo(orjson.dumps(payload).decode())
-    else:
-        _print_validations(results)
+    report(payload, out, json_, lambda: _print_validations(results))
     if payload["valid_instances"] != len(results):
         raise typer.Exit(FAILED)
