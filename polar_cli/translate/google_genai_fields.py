@@ -82,10 +82,14 @@ def opt_float(parent: Mapping[str, Any], name: str, path: str) -> float | None:
     return check.opt_float(field(parent, name), at(path, name))
 
 
+_INT64 = 2.0**63
+
+
 def opt_int(parent: Mapping[str, Any], name: str, path: str) -> int | None:
-    """An integer field; integral floats are accepted because the Python SDK sends ``topK`` as ``3.0``."""
+    """An integer field; integral floats are accepted because the Python SDK sends ``topK`` as ``3.0`` (within the
+    64-bit range every server takes: ``1e300`` is refused, not passed on as a 301-digit integer)."""
     value = field(parent, name)
-    if isinstance(value, float) and value.is_integer():
+    if isinstance(value, float) and value.is_integer() and abs(value) < _INT64:
         return int(value)
     return check.opt_int(value, at(path, name))
 

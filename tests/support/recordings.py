@@ -6,17 +6,25 @@ import json
 from pathlib import Path
 from typing import Any
 
+from polar_cli.translate.codec import ApiName
+
 RECORDINGS = Path(__file__).parents[1] / "data" / "harness_requests"
+# the recordings label each call with the recorder's own short name of its API; Polar names APIs by codec module
+API_OF_LABEL: dict[str, ApiName] = {
+    "anthropic": "anthropic_messages",
+    "chat": "openai_chat",
+    "responses": "openai_responses",
+    "gemini": "google_genai",
+}
 
 
-def recorded(api: str | None = None) -> list[dict[str, Any]]:
-    """Every recorded model call (lines with an ``api``), or only those of one recorded api label
-    (``anthropic``, ``chat``, ``responses``, ``gemini``)."""
+def recorded(api: ApiName | None = None) -> list[dict[str, Any]]:
+    """Every recorded model call (lines with an ``api`` label), or only those of one API."""
     out = []
     for path in sorted(RECORDINGS.glob("*.jsonl")):
         for line in path.read_text().splitlines():
             record = json.loads(line)
-            if record.get("api") and (api is None or record["api"] == api):
+            if record.get("api") and (api is None or API_OF_LABEL[record["api"]] == api):
                 out.append(record)
     return out
 

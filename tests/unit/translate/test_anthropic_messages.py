@@ -23,7 +23,7 @@ from polar_cli.translate.ir import (
 from tests.support.recordings import find_body, recorded
 
 ROUTE = Route(api="anthropic_messages")
-RECORDED = recorded("anthropic")
+RECORDED = recorded("anthropic_messages")
 
 
 def _body(harness: str, run: str, seq: int) -> dict[str, Any]:

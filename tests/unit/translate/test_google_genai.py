@@ -1,22 +1,20 @@
-"""Decoding Gemini generateContent requests: recorded harness traffic, quirks, every config field, malformed bodies."""
+"""Decoding Gemini generateContent requests: recorded harness traffic, quirks, every config field, malformed bodies.
+
+The fuzzing (random and mutated bodies) is the codec contract's, shared with the other codecs: test_codec_contract.py.
+"""
 
 from __future__ import annotations
 
-import contextlib
-import copy
 import json
 import re
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from polar_cli.errors import RequestError
 from polar_cli.translate.codec import Route
 from polar_cli.translate.google_genai import (
-    CODEC,
     decode_request,
     quirk_function_role,
     quirk_merge_model_contents,
@@ -610,58 +608,3 @@ def test_schema_depth_is_bounded() -> None:
     body = {"contents": OK_CONTENTS, "tools": [{"functionDeclarations": [{"name": "f", "parameters": schema}]}]}
     with pytest.raises(RequestError, match="nested deeper"):
         decode(body)
-
-
-# --- fuzz -----------------------------------------------------------------------------------------------------------
-
-JSON = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
-    max_leaves=20,
-)
-KEYS = st.sampled_from(
-    ["contents", "parts", "role", "text", "thought", "functionCall", "functionResponse", "inlineData", "fileData",
-     "name", "id", "args", "response", "tools", "functionDeclarations", "parameters", "parametersJsonSchema",
-     "generationConfig", "thinkingConfig", "toolConfig", "systemInstruction", "type", "properties", "items"]
-)  # fmt: skip
-
-
-def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    out = [prefix]
-    if isinstance(value, dict):
-        for k, v in value.items():
-            out += _paths(v, (*prefix, k))
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            out += _paths(v, (*prefix, i))
-    return out
-
-
-def _decode_or_request_error(body: Any) -> None:
-    # Any exception but RequestError fails the test.
-    with contextlib.suppress(RequestError):
-        CODEC.decode_request(body, STREAM)
-
-
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.dictionaries(KEYS, JSON, max_size=5) | JSON)
-def test_fuzz_random_json_raises_only_request_error(body: Any) -> None:
-    _decode_or_request_error(body)
-
-
-SEED_BODY = recorded("pi_tool_gem", 2)[0] | {
-    "toolConfig": {"functionCallingConfig": {"mode": "ANY"}},
-    "generationConfig": {"thinkingConfig": {"thinkingBudget": 5}, "responseSchema": {"type": "OBJECT"}},
-}
-
-
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.data(), JSON)
-def test_fuzz_mutated_recorded_body_raises_only_request_error(data: st.DataObject, replacement: Any) -> None:
-    body = copy.deepcopy(SEED_BODY)
-    path = data.draw(st.sampled_from(_paths(body)[1:]))
-    target = body
-    for step in path[:-1]:
-        target = target[step]
-    target[path[-1]] = replacement
-    _decode_or_request_error(body)

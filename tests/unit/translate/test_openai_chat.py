@@ -15,7 +15,7 @@ from polar_cli.translate.openai_chat import CODEC, decode_request
 from tests.support.recordings import find_body, recorded
 
 ROUTE = Route(api="openai_chat")
-RECORDED = recorded("chat")
+RECORDED = recorded("openai_chat")
 
 
 def _body(harness: str, run: str, seq: int) -> dict[str, Any]:

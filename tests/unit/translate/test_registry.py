@@ -7,14 +7,9 @@ import pytest
 
 from polar_cli.translate.codec import Route
 from polar_cli.translate.registry import error_codec_for_path, route_for_path, route_for_unknown_path
+from tests.support.recordings import API_OF_LABEL
 
 DATA = Path(__file__).parents[2] / "data" / "harness_requests"
-API_OF_RECORDING = {
-    "anthropic": "anthropic_messages",
-    "chat": "openai_chat",
-    "responses": "openai_responses",
-    "gemini": "google_genai",
-}
 
 
 @pytest.mark.parametrize(
@@ -54,7 +49,7 @@ def test_every_recorded_harness_request_is_routed_to_its_api() -> None:
             r = json.loads(line)
             if r.get("api"):
                 route = route_for_path(r["path"])
-                assert route is not None and route.api == API_OF_RECORDING[r["api"]], r["path"]
+                assert route is not None and route.api == API_OF_LABEL[r["api"]], r["path"]
                 seen += 1
     assert seen == 72  # every model call recorded from the six harnesses
 
