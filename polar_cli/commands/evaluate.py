@@ -69,7 +69,7 @@ def evaluate(
     with exit_codes():
         check_options(timeout, workers, out)
         jobs = evaluation_jobs(load_predictions(predictions), load_manifest(manifest), image_template, timeout)
-    results = run_jobs(evaluate_many, jobs, workers, lambda r: f"{r.instance_id}: {r.outcome} ({r.seconds:.1f} s)")
+        results = run_jobs(evaluate_many, jobs, workers, lambda r: f"{r.instance_id}: {r.outcome} ({r.seconds:.1f} s)")
     payload = evaluation_report(results)
     report(payload, out, json_, lambda: _print_evaluations(results))
     if payload["error_instances"]:

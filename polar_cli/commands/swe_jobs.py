@@ -10,8 +10,7 @@ from typing import Annotated, Any, TypeVar
 import orjson
 import typer
 
-from polar_cli.commands.common import FAILED, fail
-from polar_cli.errors import ConfigError, PolarError
+from polar_cli.errors import ConfigError
 
 ManifestArg = Annotated[str, typer.Option("--manifest", help="Manifest: .json/.jsonl/.parquet or a datasets name.")]
 TemplateOpt = Annotated[
@@ -58,11 +57,8 @@ def open_runtime() -> Any:
 def run_jobs(
     run_many: Callable[..., list[R]], jobs: Sequence[Any], workers: int, describe: Callable[[R], str]
 ) -> list[R]:
-    """Open the runtime (exit 1 if it cannot be), run the jobs, one progress line per finished job."""
-    try:
-        runtime = open_runtime()
-    except PolarError as exc:
-        raise fail(exc, FAILED) from exc
+    """Open the runtime, run the jobs, one progress line per finished job (call it under `common.exit_codes`)."""
+    runtime = open_runtime()
     done = 0
 
     def progress(result: R) -> None:

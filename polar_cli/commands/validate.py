@@ -128,7 +128,7 @@ def validate(
         if not chosen:
             raise ConfigError(f"manifest {manifest}: no instance selected")
         jobs = [(i, EvalOptions(image=instance_image(i, image_template), timeout=timeout)) for i in chosen]
-    results = run_jobs(validate_many, jobs, workers, lambda v: f"{v.instance_id}: {v.status}")
+        results = run_jobs(validate_many, jobs, workers, lambda v: f"{v.instance_id}: {v.status}")
     payload = {
         "total_instances": len(results),
         "valid_instances": sum(v.status == "valid" for v in results),

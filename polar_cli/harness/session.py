@@ -86,14 +86,6 @@ class HarnessRun:
     output: bytes
     seconds: float
 
-    @property
-    def error(self) -> str | None:
-        if self.status == "timeout":
-            return "the harness ran past its time"
-        if self.status == "harness_error":
-            return f"the harness exited with {self.exit_code}"
-        return None
-
 
 @dataclass(frozen=True, slots=True)
 class Collected:
@@ -218,9 +210,11 @@ def run_session(
             output=output,
             error=collected.error,
         )
-    error = harness_run.error
+    error = None
     if harness_run.status == "timeout":
         error = f"the harness ran past its {spec.timeout:g} s timeout"
+    elif harness_run.status == "harness_error":
+        error = f"the harness exited with {harness_run.exit_code}"
     return outcome(
         harness_run.status,
         exit_code=harness_run.exit_code,

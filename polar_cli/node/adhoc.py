@@ -142,9 +142,11 @@ def run_adhoc(run: AdhocRun, log: Callable[[str], None]) -> tuple[SessionOutcome
 
 def session_result(outcome: SessionOutcome, capture_dir: Path, artifacts_dir: Path, target: Target) -> dict[str, Any]:
     """The printed result: the outcome plus what the gateway captured for the session."""
-    from polar_cli.capture import read_capture_dir
+    from polar_cli.capture import read_session
+    from polar_cli.capture.store import session_file
 
-    records = read_capture_dir(capture_dir).get(outcome.session_id, []) if capture_dir.is_dir() else []
+    path = session_file(capture_dir, outcome.session_id)
+    records = read_session(path) if path.exists() else []
     data = asdict(outcome)
     data.update(
         image=target.image,
