@@ -1,14 +1,23 @@
-"""Start-up check of the upstream: one tiny request proves the token fields are there, before any harness runs."""
+"""Start-up checks of the upstream: one tiny request proves the token fields are there, before any harness runs;
+a few more find what the server's chat template refuses or drops when no local copy of the template is at hand."""
 
 from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
 
 import orjson
 
 from polar_cli.errors import TokenCaptureError, UpstreamError
 from polar_cli.gateway.upstream_client import UPSTREAM_PATH, Upstream
+from polar_cli.templates.traits import PROBES, TemplateTraits
 from polar_cli.translate.dialects import Dialect, dialect
 from polar_cli.translate.ir import ChatRequest, Message, Sampling, Text
 from polar_cli.translate.upstream import UpstreamOptions, chat_body, token_capture, upstream_error
+
+log = logging.getLogger("polar.gateway")
 
 
 async def served_model(client: Upstream) -> str:
@@ -46,3 +55,64 @@ async def probe_dialect(client: Upstream, options: UpstreamOptions) -> Dialect:
         return candidate
     assert failure is not None
     raise failure
+
+
+async def probe_traits(client: Upstream, options: UpstreamOptions) -> TemplateTraits:
+    """The `TemplateTraits` of the server's own chat template, read from its answers to `templates.traits.PROBES`.
+
+    Each probe and its control go out as tiny calls (one sampled token) built like the gateway's, with ``options``'
+    token fields, template kwargs and extra fields. The control answered 200 and the probe 400 (the template's
+    ``raise_exception``: "System message must be at the beginning.", "No user query found in messages.") -> the
+    probe's ``refused`` trait. Both 200, but the probe's prompt no longer than the control's although it adds text
+    (a system message after the user's, a second tool call) -> its ``dropped`` trait. A control the server refuses
+    decides nothing; any other status fails the probe as `upstream_error` says.
+    """
+    seed = ChatRequest(model=options.model, messages=(Message("user", (Text("OK"),)),), sampling=Sampling(max_tokens=1))
+    base = chat_body(seed, options, rid="polar-probe-traits")
+    counts: dict[bytes, int | None] = {}
+
+    async def prompt_tokens(messages: Sequence[dict[str, Any]]) -> int | None:
+        key = orjson.dumps(messages)
+        if key not in counts:
+            body = {**base, "messages": list(messages)}
+            if "rid" in body:
+                body["rid"] = f"polar-probe-traits-{len(counts)}"
+            counts[key] = await _prompt_tokens(client, orjson.dumps(body))
+        return counts[key]
+
+    held: set[str] = set()
+    for probe in PROBES:
+        control = await prompt_tokens(probe.control)
+        if control is None:
+            continue
+        tokens = await prompt_tokens(probe.messages)
+        trait = probe.refused if tokens is None else probe.dropped if tokens <= control else None
+        if trait is not None:
+            log.info("chat template probe %s: %s", probe.name, trait)
+            held.add(trait)
+    return TemplateTraits(**dict.fromkeys(held, True))
+
+
+async def _prompt_tokens(client: Upstream, body: bytes) -> int | None:
+    """The prompt's token count, or None where the server refused the conversation (400/422)."""
+    response = await client.post_json(UPSTREAM_PATH, body)
+    if response.status in (400, 422):
+        return None
+    if response.status != 200:
+        raise upstream_error(response.status, response.body)
+    try:
+        answer = orjson.loads(response.body)
+    except orjson.JSONDecodeError as exc:
+        raise UpstreamError(f"upstream answer is not JSON: {exc}") from exc
+    usage = answer.get("usage") if isinstance(answer, dict) else None
+    if isinstance(usage, dict) and isinstance(usage.get("prompt_tokens"), int):
+        return int(usage["prompt_tokens"])
+    return len(token_capture(answer).prompt_ids)
+
+
+def with_server_rules(traits: TemplateTraits, dialect: Dialect) -> TemplateTraits:
+    """``traits`` plus what the server itself enforces before its template: SGLang parses every history tool call's
+    arguments into an object (``parse_tool_call_arguments``) and refuses any that are not one."""
+    if dialect.name.startswith("sglang"):
+        return replace(traits, needs_object_arguments=True)
+    return traits

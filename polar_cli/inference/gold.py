@@ -41,10 +41,11 @@ class Task:
 
 @dataclass(frozen=True, slots=True)
 class ScriptedTurn:
-    """One assistant turn: text and tool calls (name, arguments)."""
+    """One assistant turn: text, tool calls (name, arguments) and the reasoning before them."""
 
     content: str
     tool_calls: tuple[tuple[str, dict[str, Any]], ...] = ()
+    reasoning: str | None = None
 
 
 class Policy(Protocol):
@@ -185,6 +186,8 @@ def arguments_json(arguments: Mapping[str, Any]) -> str:
 def turn_message(turn: ScriptedTurn, call_ids: Sequence[str]) -> dict[str, Any]:
     """The turn as an OpenAI chat assistant message."""
     message: dict[str, Any] = {"role": "assistant", "content": turn.content}
+    if turn.reasoning:
+        message["reasoning_content"] = turn.reasoning
     if turn.tool_calls:
         message["tool_calls"] = [
             {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments_json(args)}}

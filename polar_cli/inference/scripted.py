@@ -3,7 +3,8 @@
 The gateway only needs its upstream to have ``post_json``, ``get`` and ``close``; `ScriptedUpstream` has them and
 answers ``/v1/chat/completions`` in SGLang's exact JSON (``choices[0].message``, per-choice ``prompt_token_ids`` and
 ``response_token_ids``, ``logprobs.content``, ``finish_reason``, ``matched_stop``, ``usage``), so the gateway path,
-the capture and the trajectory builders are the same for gold and for a real engine.
+the capture and the trajectory builders are the same for gold and for a real engine. A token-in call's
+``input_ids`` are the prompt, as SGLang takes them.
 
 Which session a call belongs to: the gateway names it in the upstream call (``post_json(..., session=...)``, the
 gateway session's id); the engine answers for the `Task` bound to that session (`bind`). Tokenisation runs on an
@@ -105,7 +106,9 @@ class ScriptedUpstream:
         message = turn_message(turn, call_ids)
         messages, tools = request["messages"], request.get("tools")
         kwargs = request.get("chat_template_kwargs")
-        prompt_ids = self.tokenizer.prompt_ids(messages, tools, kwargs)
+        # token-in (SGLang's ``input_ids``): the prompt is what the gateway sent; the messages still drive the policy
+        given = request.get("input_ids")
+        prompt_ids = list(given) if isinstance(given, list) else self.tokenizer.prompt_ids(messages, tools, kwargs)
         sampled_ids = self.tokenizer.sampled_ids(messages, tools, message, kwargs)
         return sglang_answer(
             rid=str(request.get("rid") or f"polar-{self.policy.name}-{call}"),
@@ -143,7 +146,7 @@ def sglang_answer(
         "message": {
             "role": "assistant",
             "content": turn.content,
-            "reasoning_content": None,
+            "reasoning_content": turn.reasoning,
             "tool_calls": tool_calls or None,
         },
         # a scripted turn is certain: every sampled id has probability 1

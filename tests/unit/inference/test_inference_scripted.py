@@ -18,7 +18,8 @@ from polar_cli.gateway.probe import probe_dialect
 from polar_cli.inference import tokenizers
 from polar_cli.inference.gold import GOLD_DONE, GoldPolicy, NoopPolicy, Task
 from polar_cli.inference.scripted import ScriptedUpstream
-from polar_cli.inference.tokenizers import ChatTokenizer, resolve_tokenizer, template_message
+from polar_cli.inference.tokenizers import ChatTokenizer, resolve_tokenizer
+from polar_cli.templates import template_message
 from polar_cli.translate.upstream import UpstreamOptions, token_capture
 from tests.support.models import QWEN3_IM_END, QWEN3_TINY_DIR
 
@@ -62,7 +63,8 @@ def test_gold_answers_in_sglang_shape_and_ids_chain(qwen3: ChatTokenizer) -> Non
     assert tokens.prompt_ids == qwen3.prompt_ids(MESSAGES, TOOLS)
     assert tokens.response_ids[-1] == QWEN3_IM_END and set(tokens.response_logprobs) == {0.0}
     assert first["usage"]["completion_tokens"] == len(tokens.response_ids) and first["id"] == "r1"
-    assert qwen3.tokenizer.decode(tokens.response_ids).startswith('<tool_call>\n{"name": "bash"')
+    # thinking is on (the template's default): the model opens its turn with a think block, empty here
+    assert qwen3.vocab.decode(tokens.response_ids).startswith('<think>\n\n</think>\n\n<tool_call>\n{"name": "bash"')
 
     # the harness sends the call back (arguments as a string, content null) with the tool's result
     history: list[dict[str, Any]] = [
@@ -75,9 +77,16 @@ def test_gold_answers_in_sglang_shape_and_ids_chain(qwen3: ChatTokenizer) -> Non
     later = token_capture(second)
     assert second["choices"][0]["message"]["content"] == GOLD_DONE
     assert second["choices"][0]["finish_reason"] == "stop" and second["choices"][0]["matched_stop"] == QWEN3_IM_END
-    # prompt of call 2 = prompt of call 1 + what call 1 sampled + the tool result: no drift, the chain merges
-    joined = tokens.prompt_ids + tokens.response_ids
-    assert later.prompt_ids[: len(joined)] == joined
+    # Qwen3 re-renders call 1's turn without its think block (4 ids: <think> \n\n </think> \n\n): the drift a
+    # real Qwen3 server shows, which token-in mode removes
+    n = len(tokens.prompt_ids)
+    assert later.prompt_ids[:n] == tokens.prompt_ids
+    assert later.prompt_ids[n : n + len(tokens.response_ids) - 4] == tokens.response_ids[4:]
+
+    # token-in: the engine feeds the ids it is given, exactly
+    given = [*tokens.prompt_ids, *tokens.response_ids, *qwen3.encode("\n<|im_start|>user\nok<|im_end|>\n")]
+    status, third = post(engine, {**request(history), "input_ids": given})
+    assert status == 200 and token_capture(third).prompt_ids == given
 
 
 def test_unbound_calls_noop_and_errors(qwen3: ChatTokenizer) -> None:
@@ -136,8 +145,8 @@ def test_sampled_ids_with_thinking_disabled_follow_the_generation_prompt(qwen3: 
     kwargs = {"enable_thinking": False}
     prompt = qwen3.prompt_ids(MESSAGES, TOOLS, kwargs)
     sampled = qwen3.sampled_ids(MESSAGES, TOOLS, {"role": "assistant", "content": "Done."}, kwargs)
-    assert qwen3.tokenizer.decode(prompt).endswith("<think>\n\n</think>\n\n")
-    assert qwen3.tokenizer.decode(sampled) == "Done.<|im_end|>"
+    assert qwen3.vocab.decode(prompt).endswith("<think>\n\n</think>\n\n")
+    assert qwen3.vocab.decode(sampled) == "Done.<|im_end|>"
 
 
 def test_builtin_tokenizer_comes_from_the_cache_and_is_checked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

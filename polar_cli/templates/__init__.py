@@ -1,0 +1,20 @@
+"""Chat templates and vocabularies: what the model saw, rendered and tokenised as its server does (README.md)."""
+
+from polar_cli.templates.chat import ChatTemplate, TemplateError, template_message
+from polar_cli.templates.normalize import make_template_safe
+from polar_cli.templates.traits import TemplateTraits, detect_traits
+from polar_cli.templates.vocab import HFVocab, TiktokenVocab, Vocab, qwen3_5_vocab, with_tokens
+
+__all__ = [
+    "ChatTemplate",
+    "HFVocab",
+    "TemplateError",
+    "TemplateTraits",
+    "TiktokenVocab",
+    "Vocab",
+    "detect_traits",
+    "make_template_safe",
+    "qwen3_5_vocab",
+    "template_message",
+    "with_tokens",
+]

@@ -1,0 +1,239 @@
+"""What a chat template accepts, decided from what it does with small probe conversations, never from a model name.
+
+Each `Probe` is a tiny conversation with one feature real harness traffic has (a system turn after the user turn,
+Codex's several leading developer messages, a history without a user message, ...) and unique marker texts, next to
+a control conversation without that feature. A template that renders the control but raises on the probe REFUSES
+the feature; one that renders the probe without one of its markers DROPS it, silently. `detect_traits` renders the
+probes with a local `ChatTemplate`; `gateway.probe.probe_traits` sends the same probes to a running server and reads
+its 400s and prompt token counts instead. A recipe may also declare the traits (`TemplateTraits.from_mapping`).
+
+What the six real templates in tests/data/chat_templates do (see tests/unit/templates):
+
+    qwen3            drops a developer message
+    qwen3.5          refuses a system message that is not messages[0], a developer message, a history without a
+                     user message, and tool-call arguments that are not a JSON object
+    qwen3.6-unsloth  merges the first two system messages and drops later ones; drops non-object arguments
+    nemotron-3-super refuses non-object tool-call arguments
+    gpt-oss          renders only messages[0] as the developer message (drops every other system message), renders
+                     only the first call of an assistant turn, refuses a tool result without a call before it
+    gemma-4          drops a tool result that does not directly follow the call it answers
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from functools import cache
+from typing import Any, Literal
+
+from polar_cli.errors import ConfigError
+from polar_cli.templates.chat import ChatTemplate, TemplateError
+
+ChatMessage = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class TemplateTraits:
+    """The rules a chat template enforces; each field names one (all False: the template takes any conversation)."""
+
+    # refuses a system (or developer) message anywhere but messages[0] (qwen3.5)
+    single_leading_system: bool = False
+    # renders, but the text of a system message other than messages[0] is missing (qwen3.6-unsloth, gpt-oss)
+    drops_later_system: bool = False
+    # refuses a conversation without a user message (qwen3.5: "No user query found in messages.")
+    needs_user_query: bool = False
+    # refuses or drops a message with role developer (qwen3.5 refuses, qwen3 drops)
+    no_developer_role: bool = False
+    # refuses or drops a tool result that does not follow an assistant turn calling it (gpt-oss raises, gemma drops)
+    needs_call_before_tool_result: bool = False
+    # renders only the first tool call of an assistant turn (gpt-oss)
+    one_tool_call_per_message: bool = False
+    # refuses or drops tool-call arguments that are not a JSON object (qwen3.5, nemotron refuse; qwen3.6 drops)
+    needs_object_arguments: bool = False
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> TemplateTraits:
+        """Traits declared by hand (a recipe's mapping of trait name -> bool); unknown names are a `ConfigError`."""
+        known = cls.names()
+        unknown = sorted(str(k) for k in values if k not in known)
+        if unknown:
+            raise ConfigError(f"unknown template trait(s) {', '.join(unknown)}; known: {', '.join(known)}")
+        wrong = sorted(str(k) for k, v in values.items() if not isinstance(v, bool))
+        if wrong:
+            raise ConfigError(f"template trait(s) {', '.join(wrong)}: must be true or false")
+        return cls(**dict(values))
+
+    def as_mapping(self) -> dict[str, bool]:
+        return {name: getattr(self, name) for name in self.names()}
+
+    @property
+    def held(self) -> tuple[str, ...]:
+        """The names of the traits that hold."""
+        return tuple(name for name in self.names() if getattr(self, name))
+
+
+TraitName = Literal[
+    "single_leading_system",
+    "drops_later_system",
+    "needs_user_query",
+    "no_developer_role",
+    "needs_call_before_tool_result",
+    "one_tool_call_per_message",
+    "needs_object_arguments",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """A conversation with one feature, its control without it, and the trait each outcome sets."""
+
+    name: str
+    messages: tuple[ChatMessage, ...]
+    # ``messages`` less the marked piece (for a probe that only tells refusals, plus what ``messages`` lacks)
+    control: tuple[ChatMessage, ...]
+    # texts of ``messages`` that a template keeping everything renders (a missing one means a drop)
+    markers: tuple[str, ...]
+    refused: TraitName | None
+    dropped: TraitName | None
+
+
+def _system(text: str) -> ChatMessage:
+    return {"role": "system", "content": text}
+
+
+def _user(text: str) -> ChatMessage:
+    return {"role": "user", "content": text}
+
+
+def _calls(*calls: tuple[str, str, str]) -> ChatMessage:
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": i, "type": "function", "function": {"name": name, "arguments": arguments}}
+            for i, name, arguments in calls
+        ],
+    }
+
+
+def _result(call_id: str, text: str) -> ChatMessage:
+    return {"role": "tool", "tool_call_id": call_id, "content": text}
+
+
+_S, _U = _system("polar-probe-system-0"), _user("polar-probe-user-0")
+_CALL = ("call_polar_1", "polar_probe_tool_1", '{"value": "polar-probe-arg-1"}')
+_CALL_2 = ("call_polar_2", "polar_probe_tool_2", '{"value": "polar-probe-arg-2"}')
+
+PROBES: tuple[Probe, ...] = (
+    # Codex: two developer messages lead the conversation; a third, because one template merges only the first two.
+    # Each probe adds one piece to its control, so a server's prompt token count shows which piece was dropped.
+    Probe(
+        "second_system",
+        (_S, _system("polar-probe-system-1"), _U),
+        (_S, _U),
+        ("polar-probe-system-1",),
+        "single_leading_system",
+        "drops_later_system",
+    ),
+    Probe(
+        "third_system",
+        (_S, _system("polar-probe-system-1"), _system("polar-probe-system-2"), _U),
+        (_S, _system("polar-probe-system-1"), _U),
+        ("polar-probe-system-2",),
+        "single_leading_system",
+        "drops_later_system",
+    ),
+    # Claude Code: a system turn right after the user turn
+    Probe(
+        "system_after_user",
+        (_S, _U, _system("polar-probe-system-3")),
+        (_S, _U),
+        ("polar-probe-system-3",),
+        "single_leading_system",
+        "drops_later_system",
+    ),
+    Probe(
+        "no_user",
+        (_S, _calls(_CALL), _result(_CALL[0], "polar-probe-result-1")),
+        (_S, _U, _calls(_CALL), _result(_CALL[0], "polar-probe-result-1")),
+        (),
+        "needs_user_query",
+        None,
+    ),
+    Probe(
+        "developer",
+        ({"role": "developer", "content": "polar-probe-developer-0"}, _U),
+        (_U,),
+        ("polar-probe-developer-0",),
+        "no_developer_role",
+        "no_developer_role",
+    ),
+    Probe(
+        "result_without_call",
+        (_S, _U, _result("call_polar_9", "polar-probe-result-9")),
+        (_S, _U),
+        ("polar-probe-result-9",),
+        "needs_call_before_tool_result",
+        "needs_call_before_tool_result",
+    ),
+    Probe(
+        "parallel_calls",
+        (_U, _calls(_CALL, _CALL_2)),
+        (_U, _calls(_CALL)),
+        ("polar_probe_tool_2", "polar-probe-arg-2"),
+        "one_tool_call_per_message",
+        "one_tool_call_per_message",
+    ),
+    Probe(
+        "string_arguments",
+        (_U, _calls(("call_polar_3", "polar_probe_tool_3", '"polar-probe-arg-3"'))),
+        (_U, _calls(("call_polar_3", "polar_probe_tool_3", "{}"))),
+        ("polar-probe-arg-3",),
+        "needs_object_arguments",
+        "needs_object_arguments",
+    ),
+    Probe(
+        "empty_arguments",
+        (_U, _calls(("call_polar_4", "polar_probe_tool_4", ""))),
+        (_U, _calls(("call_polar_4", "polar_probe_tool_4", "{}"))),
+        (),
+        "needs_object_arguments",
+        None,
+    ),
+)
+
+
+def detect_traits(template: ChatTemplate) -> TemplateTraits:
+    """The traits of ``template``, from rendering `PROBES` (cached per template source and variables).
+
+    A probe whose control does not render decides nothing: its trait stays False.
+    """
+    return _detect(template.source, tuple(sorted(template.variables.items())))
+
+
+@cache
+def _detect(source: str, variables: tuple[tuple[str, str], ...]) -> TemplateTraits:
+    template = ChatTemplate(source, variables=dict(variables))
+    held: set[str] = set()
+    for probe in PROBES:
+        outcome = _outcome(template, probe)
+        trait = probe.refused if outcome == "refused" else probe.dropped if outcome == "dropped" else None
+        if trait is not None:
+            held.add(trait)
+    return TemplateTraits(**{name: True for name in held})
+
+
+def _outcome(template: ChatTemplate, probe: Probe) -> Literal["kept", "refused", "dropped", "undecided"]:
+    try:
+        template.render(probe.control)
+    except TemplateError:
+        return "undecided"
+    try:
+        text = template.render(probe.messages)
+    except TemplateError:
+        return "refused"
+    return "kept" if all(m in text for m in probe.markers) else "dropped"
