@@ -30,6 +30,7 @@ from sglang.srt.entrypoints.openai.protocol import (
 
 from tests.support import chatml_ids
 from tests.support.chatml_ids import Piece
+from tests.support.sglang_chat import Answer
 
 
 @dataclass(frozen=True)
@@ -78,17 +79,26 @@ def _hex(seed: str, size: int) -> str:
 
 @dataclass(frozen=True)
 class Turn:
-    """A scripted reply resolved against one request: ids, finish state and stable identifiers."""
+    """A scripted reply resolved against one request: ids, the answer message, finish state, stable identifiers.
+
+    The message is the reply itself (ChatML ids), or what SGLang's parsers made of the sampled ids (a real template,
+    `Turn.parsed`).
+    """
 
     reply: Reply
-    prompt: tuple[Piece, ...]
+    prompt_ids: tuple[int, ...]
     sampled: tuple[Piece, ...]
+    content: str
+    reasoning: str | None
+    tool_calls: tuple[tuple[str, str], ...]  # (name, arguments as JSON text)
     finish_reason: Literal["stop", "length", "tool_calls"]
     matched_stop: int | None
+    reasoning_tokens: int
     call_no: int
 
     @staticmethod
-    def build(reply: Reply, prompt: Sequence[Piece], eot_id: int, call_no: int) -> Turn:
+    def build(reply: Reply, prompt_ids: Sequence[int], eot_id: int, call_no: int) -> Turn:
+        """The ChatML-ids turn: the message is the reply as scripted."""
         calls = [(c.name, c.arguments) for c in reply.tool_calls]
         raw = chatml_ids.assistant_raw_text(reply.content, reply.reasoning, calls)
         stopped = reply.finish == "stop"
@@ -96,20 +106,38 @@ class Turn:
         finish: Literal["stop", "length", "tool_calls"] = (
             "length" if not stopped else "tool_calls" if reply.tool_calls else "stop"
         )
-        matched = eot_id if finish == "stop" else None
-        return Turn(reply, tuple(prompt), tuple(sampled), finish, matched, call_no)
+        return Turn(
+            reply,
+            tuple(prompt_ids),
+            tuple(sampled),
+            reply.content,
+            reply.reasoning,
+            tuple((name, chatml_ids.canonical_arguments(args)) for name, args in calls),
+            finish,
+            eot_id if finish == "stop" else None,
+            chatml_ids.reasoning_token_count([i for i, _ in sampled]),
+            call_no,
+        )
 
-    @property
-    def prompt_ids(self) -> list[int]:
-        return [i for i, _ in self.prompt]
+    @staticmethod
+    def parsed(reply: Reply, prompt_ids: Sequence[int], answer: Answer, call_no: int) -> Turn:
+        """The real-template turn: sampled ids from the template, the message from SGLang's parsers."""
+        return Turn(
+            reply,
+            tuple(prompt_ids),
+            answer.sampled,
+            answer.content,
+            answer.reasoning,
+            answer.tool_calls,
+            answer.finish_reason,
+            answer.matched_stop,
+            answer.reasoning_tokens,
+            call_no,
+        )
 
     @property
     def sampled_ids(self) -> list[int]:
         return [i for i, _ in self.sampled]
-
-    @property
-    def reasoning_tokens(self) -> int:
-        return chatml_ids.reasoning_token_count(self.sampled_ids)
 
     def logprob_rows(self) -> list[tuple[float, int, str]]:
         """SGLang's raw (logprob, token_id, token_text) triples, one per sampled id."""
@@ -140,7 +168,7 @@ def sglang_body(request: ChatCompletionRequest, turn: Turn, *, legacy: bool) -> 
     meta_info: dict[str, Any] = {
         "id": rid,
         "finish_reason": _sglang_finish_json(turn),
-        "prompt_tokens": len(turn.prompt),
+        "prompt_tokens": len(turn.prompt_ids),
         "weight_version": "default",
         "num_retractions": 0,
     }
@@ -170,12 +198,8 @@ def sglang_body(request: ChatCompletionRequest, turn: Turn, *, legacy: bool) -> 
             ]
         )
     tool_calls = [
-        ToolCall(
-            id=turn.tool_call_id(k, "call_", 24),
-            index=k,
-            function=FunctionResponse(name=c.name, arguments=chatml_ids.canonical_arguments(c.arguments)),
-        )
-        for k, c in enumerate(reply.tool_calls)
+        ToolCall(id=turn.tool_call_id(k, "call_", 24), index=k, function=FunctionResponse(name=name, arguments=args))
+        for k, (name, args) in enumerate(turn.tool_calls)
     ]
     ids = reply.token_ids
     # Legacy releases ignore return_token_ids (unknown field) and have no response_token_ids.
@@ -185,21 +209,21 @@ def sglang_body(request: ChatCompletionRequest, turn: Turn, *, legacy: bool) -> 
         index=0,
         message=ChatMessage(
             role="assistant",
-            content=reply.content or "",
-            reasoning_content=reply.reasoning or None,
+            content=turn.content or "",
+            reasoning_content=turn.reasoning or None,
             tool_calls=tool_calls or None,
         ),
         logprobs=logprobs,
         finish_reason=turn.finish_reason,
         matched_stop=turn.matched_stop,
-        prompt_token_ids=turn.prompt_ids if ids and want_prompt else None,
+        prompt_token_ids=list(turn.prompt_ids) if ids and want_prompt else None,
         response_token_ids=turn.sampled_ids if ids and want_output else None,
         meta_info=meta_info if ids and request.return_meta_info else None,
     )
     sglext = None
     if ids and not legacy and (request.return_input_ids_in_sglext or request.return_output_ids_in_sglext):
         sglext = SglExt(
-            input_ids=turn.prompt_ids if request.return_input_ids_in_sglext else None,
+            input_ids=list(turn.prompt_ids) if request.return_input_ids_in_sglext else None,
             output_ids=[turn.sampled_ids] if request.return_output_ids_in_sglext else None,
         )
     reasoning_tokens = turn.reasoning_tokens
@@ -209,9 +233,9 @@ def sglang_body(request: ChatCompletionRequest, turn: Turn, *, legacy: bool) -> 
         model=request.model,
         choices=[choice],
         usage=UsageInfo(
-            prompt_tokens=len(turn.prompt),
+            prompt_tokens=len(turn.prompt_ids),
             completion_tokens=len(turn.sampled),
-            total_tokens=len(turn.prompt) + len(turn.sampled),
+            total_tokens=len(turn.prompt_ids) + len(turn.sampled),
             reasoning_tokens=reasoning_tokens,
             completion_tokens_details=(
                 CompletionTokensDetails(reasoning_tokens=reasoning_tokens) if reasoning_tokens else None
@@ -230,22 +254,22 @@ def vllm_body(request: ChatCompletionRequest, turn: Turn, served_model_name: str
     want_ids = bool(request.return_token_ids) and reply.token_ids
     message: dict[str, Any] = {
         "role": "assistant",
-        "content": reply.content or None,
+        "content": turn.content or None,
         "refusal": None,
         "annotations": None,
         "audio": None,
         "function_call": None,
     }
-    if reply.tool_calls:
+    if turn.tool_calls:
         message["tool_calls"] = [
             {
                 "id": turn.tool_call_id(k, "chatcmpl-tool-", 32),
                 "type": "function",
-                "function": {"name": c.name, "arguments": chatml_ids.canonical_arguments(c.arguments)},
+                "function": {"name": name, "arguments": args},
             }
-            for k, c in enumerate(reply.tool_calls)
+            for k, (name, args) in enumerate(turn.tool_calls)
         ]
-    message["reasoning"] = reply.reasoning or None
+    message["reasoning"] = turn.reasoning or None
     logprobs = None
     if request.logprobs:
         logprobs = {
@@ -282,14 +306,14 @@ def vllm_body(request: ChatCompletionRequest, turn: Turn, served_model_name: str
         "service_tier": None,
         "system_fingerprint": "vllm-0.32.0-double",
         "usage": {
-            "prompt_tokens": len(turn.prompt),
-            "total_tokens": len(turn.prompt) + len(turn.sampled),
+            "prompt_tokens": len(turn.prompt_ids),
+            "total_tokens": len(turn.prompt_ids) + len(turn.sampled),
             "completion_tokens": len(turn.sampled),
             "prompt_tokens_details": None,
             "completion_tokens_details": {"reasoning_tokens": reasoning_tokens} if reasoning_tokens else None,
         },
         "prompt_logprobs": None,
-        "prompt_token_ids": turn.prompt_ids if want_ids else None,
+        "prompt_token_ids": list(turn.prompt_ids) if want_ids else None,
         "prompt_text": None,
         "kv_transfer_params": None,
         "ec_transfer_params": None,

@@ -19,12 +19,30 @@ from tests.support.chatml_ids (prefix-stable, see its docstring). Dialects:
   no ``response_token_ids``; output ids only in ``meta_info.output_token_logprobs`` ``[[logprob, id, text]]``.
 - ``vllm``: TOP-LEVEL ``prompt_token_ids``, per-choice ``token_ids`` and ``stop_reason``,
   ``message.reasoning``, errors as ``{"error": {...}}`` (vLLM 0.32 shapes).
+
+A real chat template instead of ChatML ids (tests/support/sglang_chat.py, tests/support/templates.py ``NAMES``):
+
+    with SGLangDouble(script, template="qwen3.5", chat_template_kwargs_default={"enable_thinking": False}) as up:
+
+renders every request exactly as SGLang 0.5.23 does (its pre-template step, transformers' apply_chat_template, the
+template's vocabulary); a reply's sampled ids are the template's rendering of that assistant turn as the last message
+(ChatTokenizer.sampled_text), and the answer's ``content`` / ``reasoning_content`` / ``tool_calls`` are what SGLang's
+ReasoningParser and FunctionCallParser make of them (``tool_call_parser`` / ``reasoning_parser`` default to what
+SGLang's auto-detection picks for the template: sglang_chat.DEFAULT_PARSERS). A request the template refuses gets
+SGLang's own error (400 ``BadRequest`` with the template's message) and is recorded in ``rejections`` (the gateway's
+start-up probes, rid ``polar-probe...``, are there to be refused: strict mode lets theirs pass). ``eot_id`` is
+the template's end-of-turn token then. ``input_ids`` in a request (SGLang's token-in field) is the prompt as sent, in
+both modes; the messages still give the reply its context.
+
+Without ``template=``, the double takes ``$POLAR_TEST_TEMPLATE`` (e.g. ``POLAR_TEST_TEMPLATE=qwen3.5 pytest ...``), so
+every tier that talks to "SGLang" runs on any template; unset or empty, ChatML ids. ``template=None`` pins ChatML.
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import os
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -47,6 +65,7 @@ from tests.support.double_wire import (
     validation_message,
     vllm_body,
 )
+from tests.support.sglang_chat import UNSET, Prompt, Refusal, SGLangTemplate
 
 try:
     from sglang.srt.entrypoints.openai.protocol import ChatCompletionRequest
@@ -57,6 +76,7 @@ __all__ = [
     "ContextLengthError",
     "ErrorReply",
     "ReceivedRequest",
+    "Refusal",
     "Rejection",
     "Reply",
     "SGLangDouble",
@@ -67,6 +87,8 @@ __all__ = [
 Dialect = Literal["sglang", "sglang-legacy", "vllm"]
 ScriptItem = Reply | ErrorReply | ContextLengthError
 CHAT_PATH = "/v1/chat/completions"
+TEMPLATE_ENV = "POLAR_TEST_TEMPLATE"
+FROM_ENV: Any = object()
 DEFAULT_REPLY = Reply("ok")
 _MEDIA_TYPE_ERROR: dict[str, Any] = {
     "loc": ("header", "content-type"),
@@ -94,6 +116,8 @@ class ReceivedRequest:
     prompt_ids: tuple[int, ...] | None = None
     # Top-level fields SGLang's schema does not know (SGLang ignores them silently).
     unknown_fields: tuple[str, ...] = ()
+    # With a real template: the rendered prompt text (None for token-in requests).
+    prompt_text: str | None = None
 
 
 @dataclass(frozen=True)
@@ -103,6 +127,9 @@ class Rejection:
     path: str
     body: Any
     message: str
+    # A template's refusal of one of the gateway's start-up probes (rid ``polar-probe...``): the probe asks the server
+    # what its template refuses, so the refusal is its answer, not a fault; strict mode lets it pass.
+    probe: bool = False
 
 
 @dataclass
@@ -127,10 +154,26 @@ class SGLangDouble:
         served_model_name: str = "polar-test-model",
         context_len: int = 32768,
         strict: bool = True,
+        template: str | None = FROM_ENV,
+        chat_template_kwargs_default: dict[str, Any] | None = None,
+        tool_call_parser: str | None = UNSET,
+        reasoning_parser: str | None = UNSET,
     ) -> None:
         self.default = default
         self.dialect: Dialect = dialect
-        self.eot_id = eot_id
+        if template is FROM_ENV:
+            template = os.environ.get(TEMPLATE_ENV) or None
+        self.model = (
+            SGLangTemplate(
+                template,
+                tool_call_parser=tool_call_parser,
+                reasoning_parser=reasoning_parser,
+                chat_template_kwargs_default=chat_template_kwargs_default,
+            )
+            if template
+            else None
+        )
+        self.eot_id = self.model.eot_id if self.model is not None else eot_id
         self.served_model_name = served_model_name
         self.context_len = context_len
         self.strict = strict
@@ -164,12 +207,27 @@ class SGLangDouble:
         with self._shared.lock:
             self._shared.script.extend(items)
 
-    def tokenize(self, messages: Sequence[Any], tools: Sequence[Any] | None = None) -> list[int]:
-        """The prompt ids the double computes for these messages (generation prompt included)."""
-        return chatml_ids.prompt_ids(messages, tools, self.eot_id)
+    def tokenize(self, messages: Sequence[Any], tools: Sequence[Any] | None = None, **fields: Any) -> list[int]:
+        """The prompt ids the double computes for these messages (generation prompt included).
+
+        With a template, ``fields`` are more request fields (``chat_template_kwargs``, ``tool_choice``); a request the
+        template refuses raises `Refusal`.
+        """
+        if self.model is None:
+            return chatml_ids.prompt_ids(messages, tools, self.eot_id)
+        return list(self.render(messages, tools, **fields).ids)
+
+    def render(self, messages: Sequence[Any], tools: Sequence[Any] | None = None, **fields: Any) -> Prompt:
+        """SGLang's prompt for a request with these fields, on the double's template."""
+        if self.model is None:
+            raise RuntimeError("the double has no template: construct it with template=...")
+        body: dict[str, Any] = {"model": self.served_model_name, "messages": list(messages), **fields}
+        if tools:
+            body["tools"] = list(tools)
+        return self.model.prompt(ChatCompletionRequest.model_validate(copy.deepcopy(body)))
 
     def assert_no_rejections(self) -> None:
-        rejections = self.rejections
+        rejections = [r for r in self.rejections if not r.probe]
         assert not rejections, "the upstream refused requests:\n" + "\n".join(r.message for r in rejections)
 
     # -- request handling (socket-free, so it is testable directly) ------------------------------
@@ -186,7 +244,10 @@ class SGLangDouble:
         if path == "/abort_request":
             return 200, b"{}"
         if path in ("/v1/tokenize", "/tokenize") and isinstance(body, dict):
-            ids = self.tokenize(body.get("messages") or [], body.get("tools"))
+            try:
+                ids = self.tokenize(body.get("messages") or [], body.get("tools"))
+            except Refusal as exc:
+                return exc.status, self._error(exc.status, exc.message, exc.err_type)
             return 200, json.dumps({"tokens": ids, "count": len(ids), "max_model_len": self.context_len}).encode()
         return 404, self._error(404, f"no route {path}", "NotFound")
 
@@ -220,24 +281,60 @@ class SGLangDouble:
         if request.n != 1:
             return self._reject(CHAT_PATH, body, headers, f"the double answers n=1 only, got n={request.n}")
 
-        messages = body["messages"]
-        prompt = chatml_ids.prompt_pieces(messages, body.get("tools"), self.eot_id)
+        prompt: Prompt | None = None
+        if self.model is not None:
+            try:
+                prompt = self.model.prompt(request)
+            except Refusal as exc:
+                probe = exc.status == 400 and str(body.get("rid") or "").startswith("polar-probe")
+                return self._reject(
+                    CHAT_PATH, body, headers, exc.message, err_type=exc.err_type, status=exc.status, probe=probe
+                )
+            ids = prompt.ids
+        elif request.input_ids is not None:
+            ids = tuple(request.input_ids)
+        else:
+            ids = tuple(chatml_ids.prompt_ids(body["messages"], body.get("tools"), self.eot_id))
         unknown = tuple(sorted(set(body) - set(ChatCompletionRequest.model_fields)))
+        text = prompt.text if prompt is not None else None
         with self._shared.lock:
             self._shared.calls += 1
             call_no = self._shared.calls
             item = self._shared.script.pop(0) if self._shared.script else self.default
-            ids = tuple(i for i, _ in prompt)
-            self._shared.requests.append(ReceivedRequest(CHAT_PATH, body, headers, ids, unknown))
+            self._shared.requests.append(ReceivedRequest(CHAT_PATH, body, headers, ids, unknown, text))
         if isinstance(item, ErrorReply):
             return item.status, self._error(item.status, item.message, item.err_type, item.param)
         if isinstance(item, ContextLengthError):
-            message, param = context_length_message(self.dialect, len(prompt), item.context_len)
+            message, param = context_length_message(self.dialect, len(ids), item.context_len)
             return 400, self._error(400, message, "BadRequestError", param)
-        turn = Turn.build(item, prompt, self.eot_id, call_no)
+        if prompt is None:
+            turn = Turn.build(item, ids, self.eot_id, call_no)
+        else:
+            try:
+                turn = self._parsed_turn(item, prompt, call_no)
+            except Refusal as exc:
+                return self._fail(body, exc.status, exc.message, exc.err_type)
         if self.dialect == "vllm":
             return 200, json.dumps(vllm_body(request, turn, self.served_model_name)).encode()
         return 200, sglang_body(request, turn, legacy=self.dialect == "sglang-legacy")
+
+    def _parsed_turn(self, item: Reply, prompt: Prompt, call_no: int) -> Turn:
+        assert self.model is not None
+        calls = [(c.name, c.arguments) for c in item.tool_calls]
+        try:
+            answer = self.model.answer(prompt, item.content, item.reasoning, calls, stopped=item.finish == "stop")
+        except Refusal:
+            raise
+        except Exception as exc:  # the template cannot express the scripted turn: a fault of the test's script
+            message = f"{self.model.case.name} cannot render the scripted reply {item}: {exc}"
+            raise Refusal(500, message, "Script") from exc
+        return Turn.parsed(item, prompt.ids, answer, call_no)
+
+    def _fail(self, body: Any, status: int, message: str, err_type: str) -> tuple[int, bytes]:
+        # the request was received (and recorded) but cannot be answered
+        with self._shared.lock:
+            self._shared.rejections.append(Rejection(CHAT_PATH, body, message))
+        return status, self._error(status, message, err_type)
 
     def _reject(
         self,
@@ -248,11 +345,13 @@ class SGLangDouble:
         *,
         err_type: str = "BadRequestError",
         param: str | None = None,
+        status: int = 400,
+        probe: bool = False,
     ) -> tuple[int, bytes]:
         with self._shared.lock:
             self._shared.requests.append(ReceivedRequest(path, body, headers))
-            self._shared.rejections.append(Rejection(path, body, message))
-        return 400, self._error(400, message, err_type, param)
+            self._shared.rejections.append(Rejection(path, body, message, probe))
+        return status, self._error(status, message, err_type, param)
 
     def _reject_invalid(self, body: Any, headers: dict[str, str], errors: list[dict[str, Any]]) -> tuple[int, bytes]:
         message, param = validation_message(self.dialect, errors)

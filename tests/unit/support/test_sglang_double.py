@@ -12,6 +12,7 @@ from sglang.srt.entrypoints.openai.protocol import ChatCompletionResponse
 
 from tests.support import chatml_ids
 from tests.support.sglang_double import (
+    TEMPLATE_ENV,
     ContextLengthError,
     ErrorReply,
     Reply,
@@ -32,6 +33,12 @@ TOOLS = [
         },
     }
 ]
+
+
+@pytest.fixture(autouse=True)
+def chatml_ids_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests pin the ChatML ids, whatever template $POLAR_TEST_TEMPLATE gives the other tiers."""
+    monkeypatch.delenv(TEMPLATE_ENV, raising=False)
 
 
 def chat(up: SGLangDouble, **body: Any) -> httpx.Response:
