@@ -1,4 +1,4 @@
-"""Benchmark `polar merge-traces` (issue 3): synthetic agent sessions, stored as the gateway stores them, then merged.
+"""Benchmark `polar merge-traces` (issues 3, 10): synthetic agent sessions, stored as the gateway stores them, merged.
 
 Each session is one Qwen-style agent conversation: a ~2K-token system prompt + tools, then 50 calls whose prompts grow
 to ~32K tokens (each call: ~200 sampled ids ending in <|im_end|>, then a ~430-token tool result). Records carry
@@ -7,14 +7,18 @@ history, and the upstream answer) and are written with `CaptureWriter`, the gate
 
 Phases (the merge runs in a fresh child process so its peak RSS is its own):
   generate  write the capture directory
-  merge     read every session (`read_session`), `prefix_merging`, `Trace.to_row`, write JSONL via `CorpusWriter`
-  memory    the same pipeline under tracemalloc, against the memory one session's records take when read
+  merge     read every session (`read_session_views`), `prefix_merging`, `Trace.to_row`, write JSONL via `CorpusWriter`
+  memory    the same pipeline under tracemalloc, against the memory one session's records take when read as lists
   parquet   the same rows to Parquet (size only)
+  scaling   read + merge time per stored id for sessions of growing length (~630 ids per call), the path the builders
+            take now (`read_session_views`: prompts as views into one buffer per chain) against the old one
+            (`read_session`: every prompt rebuilt as a list, then merged) in the same run
 
 "stored tokens" is reported two ways: ids on disk (prompt suffixes + sampled ids, what the compact capture holds)
 and ids in the records (every call's full prompt + sampled ids, what `read_session` rebuilds).
 
     python scripts/bench_merge.py [--sessions 1000] [--calls 50] [--max-prompt 32768] [--dir DIR]
+    python scripts/bench_merge.py --calls-sweep 12,100,500 [--sweep-ids 3000000]    the scaling phase alone
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ import tracemalloc
 from pathlib import Path
 from typing import Any
 
-from polar_cli.capture import CaptureRecord, CaptureWriter, read_session
+from polar_cli.capture import CaptureRecord, CaptureWriter, read_session, read_session_views
 from polar_cli.corpus import CorpusWriter
 from polar_cli.trajectory import prefix_merging
 
@@ -204,7 +208,7 @@ def merge(capture: Path, out: Path) -> dict[str, Any]:
     with CorpusWriter(out) as sink:
         for path in sorted(capture.glob("*.jsonl")):
             t0 = time.perf_counter()
-            records = read_session(path)
+            records = read_session_views(path)
             t1 = time.perf_counter()
             result = prefix_merging(records, IM_END)
             t2 = time.perf_counter()
@@ -232,28 +236,53 @@ def _rss_kib(field: str) -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
-def scaling(work: Path, sizes: tuple[int, ...], sessions: int) -> list[str]:
-    """Merge time per stored id for sessions of growing length at a fixed ~630 ids per call."""
-    lines = []
+IDS_PER_CALL = 630
+READERS = {"old": read_session, "new": read_session_views}
+
+
+def scaling(work: Path, sizes: tuple[int, ...], ids_per_size: int) -> list[str]:
+    """Read + merge time per stored id for sessions of growing length at a fixed ~630 ids per call, old and new path.
+
+    Each size gets about ``ids_per_size`` ids on disk (at least 2 sessions), so long sessions do not take longer to
+    generate than short ones. Times are this process's CPU seconds (`time.process_time`), so other load on the
+    machine does not count.
+    """
+    lines = [
+        f"scaling (~{IDS_PER_CALL} ids per call, ~{ids_per_size / 1e6:.1f}M ids on disk per size; best of 3, CPU time; "
+        "ns per id on disk, read + merge = total):"
+    ]
     for calls in sizes:
+        sessions = max(2, round(ids_per_size / (IDS_PER_CALL * calls)))
         capture = work / f"scale-{calls}"
-        gen = generate(capture, sessions, calls, 2000 + 630 * (calls - 1))
+        shutil.rmtree(capture, ignore_errors=True)
+        gen = generate(capture, sessions, calls, SYSTEM_TOKENS + IDS_PER_CALL * (calls - 1))
         files = sorted(capture.glob("*.jsonl"))
-        read_s = merge_s = float("inf")
-        for _ in range(3):  # best of three: the shortest run is the least disturbed by GC and the machine
-            reading = merging = 0.0
-            for f in files:
-                t0 = time.perf_counter()
-                records = read_session(f)
-                t1 = time.perf_counter()
-                prefix_merging(records, IM_END)
-                reading, merging = reading + t1 - t0, merging + time.perf_counter() - t1
-            read_s, merge_s = min(read_s, reading), min(merge_s, merging)
+        best: dict[str, tuple[float, float]] = {}
+        for path_name, reader in READERS.items():
+            read_s = merge_s = float("inf")
+            for _ in range(3):  # best of three: the shortest run is the least disturbed by GC and the machine
+                reading = merging = 0.0
+                for f in files:
+                    t0 = time.process_time()
+                    records = reader(f)
+                    t1 = time.process_time()
+                    prefix_merging(records, IM_END)
+                    reading, merging = reading + t1 - t0, merging + time.process_time() - t1
+                    del records
+                read_s, merge_s = min(read_s, reading), min(merge_s, merging)
+            best[path_name] = read_s, merge_s
         shutil.rmtree(capture)
+        disk = gen["disk_ids"]
+        cells = []
+        for path_name, (read_s, merge_s) in best.items():
+            total = read_s + merge_s
+            cells.append(
+                f"{path_name} {1e9 * read_s / disk:5.0f} + {1e9 * merge_s / disk:4.0f} = {1e9 * total / disk:5.0f} ns "
+                f"({disk / total / 1e6:5.2f}M ids/s)"
+            )
         lines.append(
-            f"  {calls:4d} calls/session: read {1e9 * read_s / gen['record_ids']:.2f} ns and merge "
-            f"{1e9 * merge_s / gen['record_ids']:.2f} ns per id in records; per id on disk: read "
-            f"{1e9 * read_s / gen['disk_ids']:.0f} ns, merge {1e9 * merge_s / gen['disk_ids']:.0f} ns"
+            f"  {calls:4d} calls x {sessions:4d} sessions ({disk / 1e6:.2f}M ids on disk, "
+            f"{gen['record_ids'] / 1e6:6.1f}M in records): " + "; ".join(cells)
         )
     return lines
 
@@ -269,7 +298,7 @@ def memory(capture: Path, out: Path, limit: int) -> dict[str, Any]:
     tracemalloc.start()
     with CorpusWriter(out) as sink:
         for path in files[:limit]:
-            for trace in prefix_merging(read_session(path), IM_END).traces:
+            for trace in prefix_merging(read_session_views(path), IM_END).traces:
                 sink.append(trace.to_row())
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
@@ -283,12 +312,26 @@ def main() -> None:
     ap.add_argument("--max-prompt", type=int, default=32768)
     ap.add_argument("--dir", type=Path, help="work directory (default: a temporary one, removed afterwards)")
     ap.add_argument("--memory-sessions", type=int, default=50, help="sessions run under tracemalloc")
+    ap.add_argument(
+        "--calls-sweep",
+        type=lambda v: tuple(int(x) for x in v.split(",")),
+        help="run only the scaling phase, for these session lengths (calls per session, comma-separated)",
+    )
+    ap.add_argument("--sweep-ids", type=int, default=3_000_000, help="ids on disk per session length in scaling")
     ap.add_argument("--phase", choices=["all", "merge"], default="all", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.phase == "merge":
         print(json.dumps(merge(args.dir / "capture", args.dir / "traces.jsonl")))
         return
     work = args.dir or Path(tempfile.mkdtemp(prefix="bench-merge-"))
+    if args.calls_sweep:
+        try:
+            for line in scaling(work, args.calls_sweep, args.sweep_ids):
+                print(line, flush=True)
+        finally:
+            if args.dir is None:
+                shutil.rmtree(work, ignore_errors=True)
+        return
     capture = work / "capture"
     shutil.rmtree(capture, ignore_errors=True)
     try:
@@ -328,7 +371,7 @@ def main() -> None:
         mem = memory(capture, work / "mem.jsonl", args.memory_sessions)
         print(
             f"memory (tracemalloc, {mem['sessions']} sessions): pipeline peak {mem['pipeline_peak'] / 1e6:.1f} MB, "
-            f"largest session's records {mem['session_bytes'] / 1e6:.1f} MB -> "
+            f"largest session's records (as lists) {mem['session_bytes'] / 1e6:.1f} MB -> "
             f"{mem['pipeline_peak'] / mem['session_bytes']:.2f}x (target < 2x)"
         )
         per_session = gen["capture_bytes"] / args.sessions
@@ -342,8 +385,7 @@ def main() -> None:
             f"Parquet {parquet.stat().st_size / args.sessions / 1e3:.0f} KB "
             f"({per_session / (parquet.stat().st_size / args.sessions):.2f}x) (target capture <= 3x)"
         )
-        print("scaling (20 sessions per size, ~630 ids per call):")
-        for line in scaling(work, (12, 25, 50, 100), 20):
+        for line in scaling(work, (12, 25, 50, 100), args.sweep_ids):
             print(line)
     finally:
         if args.dir is None:

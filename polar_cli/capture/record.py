@@ -11,18 +11,27 @@ delta against the session's earlier records:
   Byte comparison runs at memcmp speed, so the writer thread holds the GIL for microseconds, not for a deep compare
   of two parsed 100 KB documents (which would stall the event loop's own syscalls behind it).
 - headers: ``same`` when equal to the previous call's.
+- ``prompt_mode``, ``prompt_note`` and ``template_rules``: only when set (lines without them are what older writers
+  wrote, and read back as None or empty).
 
 `Compactor` and `Expander` are the two directions; both are pure state machines (no I/O), and
 ``Expander.expand(Compactor.compact(r)) == r`` for every record in order. Files are written by `store.CaptureWriter`.
+
+An ``Expander(views=True)`` rebuilds prompts as `PromptView`s instead of lists: a prompt stored as its base's first
+``prefix`` ids plus a ``suffix`` appends the suffix to the buffer its base already lives in (when the base is the
+longest prompt in that buffer, as it is along a growing conversation), so reading a session costs the ids on disk,
+not every call's whole prompt, and "the base's prompt is a prefix of this one" is a pointer comparison.
 """
 
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from itertools import islice
+from typing import Any, ClassVar, Literal, overload
 
 import orjson
 
@@ -31,6 +40,9 @@ FORMAT_VERSION = 2
 PROMPT_LOOKBACK = 4
 
 CaptureStatus = Literal["ok", "upstream_error", "client_error"]
+# token_in: the gateway sent the previous prompt's ids plus the new turns' ids; rendered: the server applied the chat
+# template to the messages
+PromptMode = Literal["token_in", "rendered"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +51,12 @@ class CaptureRecord:
 
     ``prompt_ids`` are the exact ids the server fed the model (chat template applied by the server);
     ``response_ids`` the raw sampled ids including the stop token, with one logprob each. Failed calls have empty
-    token arrays and an ``error``.
+    token arrays and an ``error``. ``prompt_mode`` says how the gateway built the prompt (None: records written
+    before the gateway said) and ``prompt_note`` why a call was rendered rather than token-in ("first call",
+    "history edited at message 3"); ``template_rules`` the template-safety rules that reshaped the history before it
+    went upstream (`templates.normalize`).
+
+    ``prompt_ids`` is a list, except in records read with ``read_session_views``: a `PromptView` there.
     """
 
     session_id: str
@@ -53,11 +70,14 @@ class CaptureRecord:
     request_headers: dict[str, str] = field(default_factory=dict)
     normalized: Mapping[str, Any] | None = None
     response: dict[str, Any] | None = None
-    prompt_ids: list[int] = field(default_factory=list)
+    prompt_ids: Sequence[int] = field(default_factory=list)
     response_ids: list[int] = field(default_factory=list)
     response_logprobs: list[float] = field(default_factory=list)
     finish_reason: str | None = None
     error: str | None = None
+    prompt_mode: PromptMode | None = None
+    prompt_note: str | None = None
+    template_rules: tuple[str, ...] = ()
     # The exact bytes of ``request`` / ``normalized`` when the caller has them (the gateway does): the compactor
     # diffs bytes, and serialising the dicts again would cost as much as the diff saves.
     request_bytes: bytes | None = field(default=None, compare=False, repr=False)
@@ -75,6 +95,8 @@ def common_prefix_len(a: Sequence[Any], b: Sequence[Any]) -> int:
     comparison done in C.
     """
     n = min(len(a), len(b))
+    if isinstance(a, PromptView) and a.shares_buffer(b):
+        return n
     step = _BLOCK
     i = 0
     while i < n:
@@ -94,6 +116,86 @@ def common_prefix_len(a: Sequence[Any], b: Sequence[Any]) -> int:
 
 
 _BLOCK = 1024
+
+
+class PromptView(Sequence[int]):
+    """Prompt ids as ``Expander(views=True)`` rebuilds them: the first ``len`` ids of a buffer shared along a chain.
+
+    A view never changes: the buffer is only ever appended to beyond every view's end. Slices are lists. Two views
+    of one buffer are prefixes of each other (`shares_buffer`), which is how the merger tells that a call extends a
+    chain's last prompt without comparing ids.
+    """
+
+    __slots__ = ("_ids", "_len")
+    __hash__: ClassVar[None]  # type: ignore[assignment]
+
+    def __init__(self, ids: list[int], length: int | None = None) -> None:
+        self._ids = ids
+        self._len = len(ids) if length is None else length
+
+    @classmethod
+    def extend(cls, base: PromptView | None, prefix: int, suffix: list[int]) -> PromptView:
+        """The prompt stored as ``base``'s first ``prefix`` ids, then ``suffix``; ``suffix`` may become the buffer."""
+        if base is None or prefix == 0:
+            return cls(suffix)
+        if prefix > base._len:
+            raise ValueError(f"prompt prefix {prefix} is longer than its base prompt ({base._len} ids)")
+        ids, end = base._ids, prefix + len(suffix)
+        if len(ids) == prefix:  # the base is the longest prompt in its buffer: grow the buffer
+            ids += suffix
+        elif ids[prefix:end] != suffix:  # a branch (retried, edited or rewound history): a buffer of its own
+            ids = ids[:prefix] + suffix
+        return cls(ids, end)
+
+    def shares_buffer(self, other: object) -> bool:
+        """Whether ``other`` is a view of the same buffer, so that the shorter of the two is a prefix of the other."""
+        return isinstance(other, PromptView) and other._ids is self._ids
+
+    def tolist(self) -> list[int]:
+        return self._ids[: self._len]
+
+    def __len__(self) -> int:
+        return self._len
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[int]: ...
+
+    def __getitem__(self, index: int | slice) -> int | list[int]:
+        if isinstance(index, slice):
+            return self._ids[slice(*index.indices(self._len))]
+        i = index + self._len if index < 0 else index
+        if not 0 <= i < self._len:
+            raise IndexError("prompt index out of range")
+        return self._ids[i]
+
+    def __iter__(self) -> Iterator[int]:
+        return islice(self._ids, self._len)
+
+    def index(self, value: Any, start: int = 0, stop: int | None = None) -> int:
+        start, stop, _ = slice(start, stop).indices(self._len)
+        return self._ids.index(value, start, stop)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, PromptView):
+            if self._len != other._len:
+                return False
+            return other._ids is self._ids or self.tolist() == other.tolist()
+        if isinstance(other, list):
+            return self._len == len(other) and self.tolist() == other
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"PromptView({self._len} ids)"
+
+
+def id_list(ids: Sequence[int]) -> list[int]:
+    """``ids`` as a list: a list itself, a copy of a view's ids."""
+    if isinstance(ids, list):
+        return ids
+    return ids.tolist() if isinstance(ids, PromptView) else list(ids)
 
 
 def common_suffix_len(a: bytes, b: bytes, limit: int) -> int:
@@ -142,22 +244,30 @@ def byte_delta(data: bytes, base: bytes) -> dict[str, Any]:
 
 
 Pieces = tuple[bytes | memoryview, ...]
-_MAX_PIECES = 48
+# a body of more pieces than this is joined into one: a copy every few dozen calls, where each call copies (and the
+# garbage collector walks) its tuple of pieces
+_MAX_PIECES = 64
 
 
-def _slice(pieces: Pieces, start: int, end: int) -> list[bytes | memoryview]:
-    """Bytes ``start:end`` of the concatenation of ``pieces``, as views into them (nothing is copied)."""
-    out: list[bytes | memoryview] = []
-    pos = 0
-    for piece in pieces:
-        n = len(piece)
-        if pos + n > start and pos < end:
-            a, b = max(start - pos, 0), min(end - pos, n)
-            out.append(piece if a == 0 and b == n else memoryview(piece)[a:b])
-        pos += n
-        if pos >= end:
-            break
-    return out
+def _cut(pieces: Pieces, ends: tuple[int, ...], start: int, end: int) -> tuple[Pieces, tuple[int, ...]]:
+    """Bytes ``start:end`` of the concatenation of ``pieces`` as views into them, and where each view ends.
+
+    ``ends`` says where each piece ends; nothing is copied. Two bisections and tuple slices, so the cost does not
+    grow with the number of pieces the cut keeps whole.
+    """
+    if start >= end:
+        return (), ()
+    i = bisect_right(ends, start)  # the piece holding byte ``start``
+    j = bisect_left(ends, end, i)  # the piece holding byte ``end - 1``
+    i_start = ends[i - 1] if i else 0
+    if i == j:
+        piece = pieces[i]
+        whole = start == i_start and end == ends[i]
+        return (piece if whole else memoryview(piece)[start - i_start : end - i_start],), (end - start,)
+    head = pieces[i] if start == i_start else memoryview(pieces[i])[start - i_start :]
+    tail = pieces[j] if end == ends[j] else memoryview(pieces[j])[: end - ends[j - 1]]
+    inner = ends[i:j] if start == 0 else tuple(e - start for e in ends[i:j])
+    return (head, *pieces[i + 1 : j], tail), (*inner, end - start)
 
 
 class JsonBody(Mapping[str, Any]):
@@ -168,12 +278,13 @@ class JsonBody(Mapping[str, Any]):
     on disk, not the sum of every call's whole history, and only the bodies a reader looks at are ever joined.
     """
 
-    __slots__ = ("_parsed", "_raw", "length", "pieces")
+    __slots__ = ("_parsed", "_raw", "ends", "length", "pieces")
 
-    def __init__(self, raw: bytes | None = None, *, pieces: Pieces = (), length: int = 0) -> None:
+    def __init__(self, raw: bytes | None = None, *, pieces: Pieces = (), ends: tuple[int, ...] = ()) -> None:
         self._raw = raw
         self.pieces: Pieces = (raw,) if raw is not None else pieces
-        self.length = len(raw) if raw is not None else length
+        self.ends: tuple[int, ...] = (len(raw),) if raw is not None else ends
+        self.length = self.ends[-1] if self.ends else 0
         self._parsed: dict[str, Any] | None = None
 
     @property
@@ -186,15 +297,18 @@ class JsonBody(Mapping[str, Any]):
         """The body a byte delta (`byte_delta`) against this one describes."""
         prefix, suffix = stored["prefix"], stored["suffix"]
         middle = str(stored["middle"]).encode("utf-8")
-        pieces = _slice(self.pieces, 0, prefix)
+        if prefix + suffix > self.length:
+            raise ValueError(f"body delta keeps {prefix} + {suffix} bytes of a {self.length}-byte body")
+        pieces, ends = _cut(self.pieces, self.ends, 0, prefix)
+        mid_end = prefix + len(middle)
         if middle:
-            pieces.append(middle)
+            pieces, ends = (*pieces, middle), (*ends, mid_end)
         if suffix:
-            pieces += _slice(self.pieces, self.length - suffix, self.length)
-        length = prefix + len(middle) + suffix
-        if len(pieces) > _MAX_PIECES:  # bound the fragmentation: one copy every few dozen calls
+            tail, tail_ends = _cut(self.pieces, self.ends, self.length - suffix, self.length)
+            pieces, ends = pieces + tail, ends + tuple(mid_end + e for e in tail_ends)
+        if len(pieces) > _MAX_PIECES:  # bound the fragmentation
             return JsonBody(b"".join(pieces))
-        return JsonBody(pieces=tuple(pieces), length=length)
+        return JsonBody(pieces=pieces, ends=ends)
 
     def _dict(self) -> dict[str, Any]:
         if self._parsed is None:
@@ -241,8 +355,8 @@ def _load_body(stored: dict[str, Any] | None, base: JsonBody | None) -> JsonBody
     return (base if base is not None else _EMPTY).replaced(stored)  # not `or`: truthiness would parse the body
 
 
-def _as_bytes(ids: list[int]) -> bytes:
-    return array("i", ids).tobytes()
+def _as_bytes(ids: Sequence[int]) -> bytes:
+    return array("i", id_list(ids)).tobytes()
 
 
 class Compactor:
@@ -277,12 +391,18 @@ class Compactor:
             "request_headers": "same" if same_headers else record.request_headers,
             "normalized": _store_body(normalized, self._normalized),
             "response": record.response,
-            "prompt_ids": {"base": base_seq, "prefix": prefix, "suffix": record.prompt_ids[prefix:]},
+            "prompt_ids": {"base": base_seq, "prefix": prefix, "suffix": id_list(record.prompt_ids[prefix:])},
             "response_ids": record.response_ids,
             "response_logprobs": record.response_logprobs,
             "finish_reason": record.finish_reason,
             "error": record.error,
         }
+        if record.prompt_mode is not None:
+            line["prompt_mode"] = record.prompt_mode
+        if record.prompt_note is not None:
+            line["prompt_note"] = record.prompt_note
+        if record.template_rules:
+            line["template_rules"] = list(record.template_rules)
         if record.prompt_ids:
             self._prompts.append((record.seq, prompt))
         self._request = request if request is not None else self._request
@@ -292,10 +412,14 @@ class Compactor:
 
 
 class Expander:
-    """Rebuilds one session's full records from its compact line dicts, in order."""
+    """Rebuilds one session's full records from its compact line dicts, in order.
 
-    def __init__(self) -> None:
-        self._prompts: dict[int, list[int]] = {}
+    ``views`` True rebuilds prompts as `PromptView`s (see the module docstring), False as lists.
+    """
+
+    def __init__(self, *, views: bool = False) -> None:
+        self.views = views
+        self._prompts: dict[int, Sequence[int]] = {}
         self._recent: deque[int] = deque(maxlen=PROMPT_LOOKBACK)
         self._request: JsonBody | None = None
         self._normalized: JsonBody | None = None
@@ -304,13 +428,13 @@ class Expander:
     def expand(self, line: dict[str, Any]) -> CaptureRecord:
         if line.get("v") != FORMAT_VERSION:
             raise ValueError(f"capture line of unknown format version {line.get('v')!r}")
-        stored = line["prompt_ids"]
-        base = self._prompts.get(stored["base"], []) if stored["prefix"] else []
-        prompt_ids = base[: stored["prefix"]] + stored["suffix"]
+        prompt_ids = self._prompt(line["prompt_ids"])
         request = _load_body(line["request"], self._request)
         normalized = _load_body(line["normalized"], self._normalized)
         headers = self._headers if line["request_headers"] == "same" else line["request_headers"]
         fields = {k: v for k, v in line.items() if k != "v"}
+        if "template_rules" in fields:
+            fields["template_rules"] = tuple(fields["template_rules"])
         fields.update(
             prompt_ids=prompt_ids,
             request=request,
@@ -327,3 +451,13 @@ class Expander:
         self._normalized = normalized if normalized is not None else self._normalized
         self._headers = headers
         return record
+
+    def _prompt(self, stored: dict[str, Any]) -> Sequence[int]:
+        prefix: int = stored["prefix"]
+        suffix: list[int] = stored["suffix"]
+        base = self._prompts.get(stored["base"]) if prefix else None
+        if prefix and base is None:
+            raise ValueError(f"prompt ids refer to call {stored['base']!r}, not among the last {PROMPT_LOOKBACK}")
+        if self.views:
+            return PromptView.extend(base if isinstance(base, PromptView) else None, prefix, suffix)
+        return base[:prefix] + suffix if isinstance(base, list) else suffix

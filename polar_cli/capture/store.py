@@ -131,14 +131,23 @@ def _resume(path: Path) -> Compactor:
     end = data.rfind(b"\n") + 1
     if end != len(data):
         os.truncate(path, end)
-    for record in _expand_lines(data[:end].splitlines()):
+    for record in _expand_lines(data):
         compactor.compact(record)
     return compactor
 
 
-def _expand_lines(lines: list[bytes]) -> Iterator[CaptureRecord]:
-    expander = Expander()
-    for raw in lines:
+def _lines(data: bytes) -> Iterator[memoryview]:
+    """The newline-terminated lines of ``data`` as views (a torn last line, without its newline, is left out)."""
+    view = memoryview(data)
+    start = 0
+    while (end := data.find(b"\n", start)) >= 0:
+        yield view[start:end]
+        start = end + 1
+
+
+def _expand_lines(data: bytes, *, views: bool = False) -> Iterator[CaptureRecord]:
+    expander = Expander(views=views)
+    for raw in _lines(data):
         try:
             line = orjson.loads(raw)
         except orjson.JSONDecodeError:
@@ -152,11 +161,23 @@ def read_session(path: Path) -> list[CaptureRecord]:
     Raises `CaptureReadError` for a file that is corrupt or of an unknown capture format (a torn last line is not
     corrupt: it is what a killed writer leaves, and is ignored).
     """
+    return _read(path, views=False)
+
+
+def read_session_views(path: Path) -> list[CaptureRecord]:
+    """`read_session` with every ``prompt_ids`` a `PromptView`: what the trajectory builders read.
+
+    Each call's prompt is rebuilt by appending its stored suffix to its base's buffer, not by copying the base, so
+    reading costs what is on disk however long the session grows.
+    """
+    return _read(path, views=True)
+
+
+def _read(path: Path, *, views: bool) -> list[CaptureRecord]:
     data = path.read_bytes()
-    end = data.rfind(b"\n") + 1
     try:
-        return list(_expand_lines(data[:end].splitlines()))
-    except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
+        return list(_expand_lines(data, views=views))
+    except (ValueError, KeyError, TypeError, IndexError, AttributeError, OverflowError) as exc:
         raise CaptureReadError(f"{path}: unreadable capture file: {exc!r}") from exc
 
 

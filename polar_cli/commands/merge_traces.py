@@ -9,7 +9,7 @@ import orjson
 import typer
 
 from polar_cli.commands.common import FAILED, exit_codes, fail
-from polar_cli.trajectory.merge import MergeResult, Strategy, merge_capture
+from polar_cli.trajectory.merge import DriftPolicy, MergeResult, Strategy, merge_capture
 from polar_cli.trajectory.stats import SPLIT_MEANING
 
 _SPLITS_SHOWN = 20
@@ -26,11 +26,18 @@ def merge_traces(
         int | None,
         typer.Option(help="End-of-turn token id; detected from the first normally stopped call when omitted."),
     ] = None,
+    drift: Annotated[
+        DriftPolicy,
+        typer.Option(
+            help="prefix_merging, when the template rendered an answer other than it was sampled: tolerant merges "
+            "and keeps the sampled ids (counted in drift_tokens); strict starts a new trace there."
+        ),
+    ] = DriftPolicy.tolerant,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Turn capture records into trainable traces (token ids, loss mask, logprobs, messages + tools)."""
     with exit_codes():
-        result = merge_capture(capture_dir, strategy, out, eot_token_id)
+        result = merge_capture(capture_dir, strategy, out, eot_token_id, drift=drift.value)
     if as_json:
         typer.echo(orjson.dumps(result.to_dict()).decode())
     else:
@@ -47,7 +54,9 @@ def _print_summary(result: MergeResult) -> None:
 
     stats = result.stats
     console = Console()
-    console.print(f"merge-traces ({result.strategy}) -> {result.out}", markup=False, highlight=False)
+    console.print(
+        f"merge-traces ({result.strategy}, drift {result.drift}) -> {result.out}", markup=False, highlight=False
+    )
     table = Table(show_header=False)
     table.add_column("stat")
     table.add_column("value", justify="right")
@@ -61,7 +70,10 @@ def _print_summary(result: MergeResult) -> None:
         ("completions_total", stats.completions_total),
         ("completions_merged", stats.completions_merged),
         ("completions_skipped", stats.completions_skipped),
+        ("conversations", stats.conversations),
+        ("merge_rate", "-" if stats.merge_rate is None else f"{stats.merge_rate:.1%}"),
         ("turns_drifted", stats.turns_drifted),
+        ("drift_tokens", stats.drift_tokens),
     ):
         table.add_row(key, str(value))
     console.print(table)
@@ -71,7 +83,8 @@ def _print_summary(result: MergeResult) -> None:
         splits.add_column("count", justify="right")
         splits.add_column("meaning")
         for kind, count in sorted(stats.split_counts().items()):
-            splits.add_row(kind, str(count), SPLIT_MEANING[kind])
+            if count:
+                splits.add_row(kind, str(count), SPLIT_MEANING[kind])
         console.print(splits)
         for s in stats.splits[:_SPLITS_SHOWN]:
             line = f"  session {s.session_id} call {s.seq} started trace {s.chain}: {s.kind}{s.where}"

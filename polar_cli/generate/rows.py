@@ -100,8 +100,9 @@ def _eval_report(evaluation: Evaluation | None) -> dict[str, Any] | None:
 
 
 def _stats(facts: SessionFacts) -> dict[str, Any]:
+    """Calls, tokens and the build's merge stats (`trajectory.stats.MergeStats.counts`)."""
     ok = [r for r in facts.records if r.status == "ok"]
-    merge = facts.build.stats.to_dict()
+    merge = facts.build.stats.counts()
     return {
         "model_calls": len(facts.records),
         "model_calls_ok": len(ok),
@@ -109,14 +110,25 @@ def _stats(facts: SessionFacts) -> dict[str, Any]:
         "completion_tokens": sum(len(r.response_ids) for r in ok),
         "trainable_tokens": sum(sum(t.loss_mask) for t in facts.build.traces),
         "traces": len(facts.build.traces),
-        "chains_total": merge["chains_total"],
-        "chains_full": merge["chains_full"],
-        "chains_truncated": merge["chains_truncated"],
-        "completions_merged": merge["completions_merged"],
-        "completions_skipped": merge["completions_skipped"],
-        "turns_drifted": merge["turns_drifted"],
+        **{k: merge[k] for k in MERGE_STATS},
+        "split_counts": merge["split_counts"],
         "splits": [s.reason for s in facts.build.stats.splits],
     }
+
+
+# the merge counts a row's stats carry (and its state line, for the run's summary)
+MERGE_STATS = (
+    "chains_total",
+    "chains_full",
+    "chains_truncated",
+    "completions_total",
+    "completions_merged",
+    "completions_skipped",
+    "conversations",
+    "merge_rate",
+    "turns_drifted",
+    "drift_tokens",
+)
 
 
 def build_row(

@@ -16,7 +16,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
 
-from polar_cli.capture import CaptureRecord, read_session
+from polar_cli.capture import CaptureRecord, read_session_views
 from polar_cli.capture.store import session_file
 from polar_cli.config import Recipe
 from polar_cli.generate.rows import SessionFacts
@@ -173,12 +173,12 @@ class GenerateStages:
     def _records(self, session_id: str) -> list[CaptureRecord]:
         self.gateway.flush()
         path = session_file(self.gateway.capture.capture_dir, session_id)
-        return read_session(path) if path.exists() else []
+        return read_session_views(path) if path.exists() else []
 
     def _build(self, records: list[CaptureRecord]) -> Build:
         if self.recipe.builder.strategy == "per_request":
             return per_request(records)
-        return prefix_merging(records, self.eot_token_id)
+        return prefix_merging(records, self.eot_token_id, drift=self.recipe.builder.drift)
 
     def _evaluate(self, plan: SessionPlan, patch: str) -> Evaluation:
         options = EvalOptions(image=plan.image, timeout=self.recipe.timeouts.eval)

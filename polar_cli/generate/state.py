@@ -72,8 +72,13 @@ def state_entry(row: Mapping[str, Any], segment: int, t: float) -> dict[str, Any
         "prompt_tokens": stats.get("prompt_tokens", 0),
         "completion_tokens": stats.get("completion_tokens", 0),
         "trainable_tokens": stats.get("trainable_tokens", 0),
+        "merge": {k: stats[k] for k in _MERGE if k in stats},
         "timing": row.get("timing") or {},
     }
+
+
+# the merge counts the summary adds up (rows written before they existed lack some)
+_MERGE = ("completions_total", "completions_merged", "conversations", "turns_drifted", "drift_tokens", "split_counts")
 
 
 def last_row(path: Path) -> dict[str, Any] | None:

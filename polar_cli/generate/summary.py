@@ -1,4 +1,4 @@
-"""The run's summary: attempts, acceptance per harness and per repo, tokens, wall time and GPU-hours.
+"""The run's summary: attempts, acceptance per harness and per repo, tokens, merge stats, wall time and GPU-hours.
 
 Computed from the state file alone (every segment of a resumed run counts, no corpus row is read), written to
 summary.json and shown as a rich table. GPU-hours are wall time x the engine's GPUs (the GPUs are held for the whole
@@ -16,6 +16,9 @@ import orjson
 
 from polar_cli.corpus.writer import read_jsonl
 from polar_cli.generate.state import ERRORS, STATE, segments
+from polar_cli.trajectory.stats import merge_rate
+
+_MERGE_COUNTS = ("completions_total", "completions_merged", "conversations", "turns_drifted", "drift_tokens")
 
 
 def _rate(accepted: int, attempts: int) -> float | None:
@@ -31,6 +34,25 @@ def _groups(entries: Iterable[Mapping[str, Any]], field: str) -> dict[str, dict[
     return {
         name: {"attempts": attempts[name], "accepted": accepted[name], "acceptance_rate": _rate(accepted[name], n)}
         for name, n in sorted(attempts.items())
+    }
+
+
+def _merge(entries: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    totals: Counter[str] = Counter()
+    splits: Counter[str] = Counter()
+    sessions = 0
+    for e in entries:
+        merge = e.get("merge")
+        if not merge:  # a state line written before merge stats were kept
+            continue
+        sessions += 1
+        totals.update({k: int(merge.get(k) or 0) for k in _MERGE_COUNTS})
+        splits.update(merge.get("split_counts") or {})
+    return {
+        "sessions": sessions,
+        **{k: totals[k] for k in _MERGE_COUNTS},
+        "merge_rate": merge_rate(totals["completions_merged"], totals["completions_total"], totals["conversations"]),
+        "splits": {kind: n for kind, n in sorted(splits.items()) if n},
     }
 
 
@@ -67,6 +89,7 @@ def summarize(out: Path, *, gpus: int, planned: int, engine: str, model: str, se
             "trainable": sum(int(e.get("trainable_tokens") or 0) for e in entries),
         },
         "model_calls": sum(int(e.get("calls") or 0) for e in entries),
+        "merge": _merge(entries),
         "wall_seconds": round(wall, 1),
         "segments": len(list(segments(out))),
         "gpus": gpus,
@@ -98,6 +121,7 @@ def render_summary(summary: Mapping[str, Any]) -> Any:
     head.add_column("what")
     head.add_column("value", justify="right")
     tokens = summary["tokens"]
+    merge = summary.get("merge") or {}
     per_hour = summary["accepted_per_gpu_hour"]
     for what, value in (
         ("engine / model", f"{summary['engine']} / {summary['model']}"),
@@ -107,6 +131,11 @@ def render_summary(summary: Mapping[str, Any]) -> Any:
         (
             "tokens prompt / completion / trainable",
             f"{tokens['prompt']} / {tokens['completion']} / {tokens['trainable']}",
+        ),
+        (
+            "merge rate / drift tokens",
+            f"{_pct(merge.get('merge_rate'))} / {merge.get('drift_tokens', 0)} "
+            f"in {merge.get('turns_drifted', 0)} turns",
         ),
         ("wall time", f"{summary['wall_seconds']:.0f} s over {summary['segments']} segment(s)"),
         ("GPU-hours", f"{summary['gpu_hours']:.2f} ({summary['gpus']} GPUs)"),
@@ -121,6 +150,13 @@ def render_summary(summary: Mapping[str, Any]) -> Any:
         for name, g in summary[key].items():
             table.add_row(name, str(g["attempts"]), str(g["accepted"]), _pct(g["acceptance_rate"]))
         parts.append(table)
+    if merge.get("splits"):
+        splits = Table(title="chains split because")
+        splits.add_column("kind")
+        splits.add_column("splits", justify="right")
+        for kind, n in sorted(merge["splits"].items(), key=lambda kv: -kv[1]):
+            splits.add_row(kind, str(n))
+        parts.append(splits)
     if summary["reject_reasons"]:
         reasons = Table(title="rejected because")
         reasons.add_column("reason")

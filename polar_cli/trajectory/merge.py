@@ -1,6 +1,7 @@
 """Capture records in, a trajectory corpus (JSONL or Parquet) out, all-or-nothing: what `polar merge-traces` runs.
 
-Sessions are read one at a time, so peak memory follows the largest session, not the whole capture directory.
+Sessions are read one at a time, so peak memory follows the largest session, not the whole capture directory, and
+read as prompt views (`capture.read_session_views`), so reading and merging cost what is on disk.
 """
 
 from __future__ import annotations
@@ -11,16 +12,36 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from polar_cli.capture import CaptureRecord, read_session
+from polar_cli.capture import CaptureRecord, read_session_views
 from polar_cli.errors import ConfigError
 from polar_cli.trajectory.per_request import per_request, skip_reason
-from polar_cli.trajectory.prefix_merging import detect_eot_token_id, prefix_merging
+from polar_cli.trajectory.prefix_merging import DRIFT_POLICIES, Drift, detect_eot_token_id, prefix_merging
 from polar_cli.trajectory.stats import MergeStats
 
 
 class Strategy(StrEnum):
     per_request = "per_request"
     prefix_merging = "prefix_merging"
+
+
+class DriftPolicy(StrEnum):
+    """`prefix_merging.Drift` as CLI choices."""
+
+    strict = "strict"
+    tolerant = "tolerant"
+
+
+@dataclass(frozen=True, slots=True)
+class SessionStats:
+    """One session's merge stats, by its id."""
+
+    session_id: str
+    stats: MergeStats
+
+    def to_dict(self) -> dict[str, Any]:
+        counts = self.stats.counts()
+        del counts["sessions"]
+        return {"session_id": self.session_id, **counts}
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,14 +51,18 @@ class MergeResult:
     strategy: str
     eot_token_id: int | None
     stats: MergeStats
+    drift: Drift = "tolerant"
+    per_session: tuple[SessionStats, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "out": str(self.out),
             "rows": self.rows,
             "strategy": self.strategy,
+            "drift": self.drift,
             "eot_token_id": self.eot_token_id,
             **self.stats.to_dict(),
+            "per_session": [s.to_dict() for s in self.per_session],
         }
 
 
@@ -54,7 +79,7 @@ def session_files(capture_dir: Path) -> list[Path]:
 def _sessions(files: list[Path]) -> Iterator[list[CaptureRecord]]:
     # one session in memory at a time: peak memory follows the largest session, not the whole capture
     for path in files:
-        records = read_session(path)
+        records = read_session_views(path)
         if records:
             yield records
 
@@ -78,9 +103,17 @@ def resolve_eot(files: list[Path]) -> int | None:
     return None
 
 
-def merge_capture(capture_dir: Path, strategy: Strategy, out: Path, eot_token_id: int | None = None) -> MergeResult:
+def merge_capture(
+    capture_dir: Path,
+    strategy: Strategy,
+    out: Path,
+    eot_token_id: int | None = None,
+    *,
+    drift: Drift = "tolerant",
+) -> MergeResult:
     """Build traces for every session of ``capture_dir`` and write them to ``out`` all-or-nothing.
 
+    ``drift`` is prefix merging's policy for answers the template rendered differently (`prefix_merging` Rule 3).
     Raises `ConfigError` for bad usage. Returns with ``rows == 0`` and writes nothing when no call was trainable.
     """
     # the Parquet writer pulls in pyarrow; import it only when a command actually writes
@@ -92,16 +125,21 @@ def merge_capture(capture_dir: Path, strategy: Strategy, out: Path, eot_token_id
         raise ConfigError(f"--out {out}: directory {out.parent} does not exist")
     if eot_token_id is not None and eot_token_id < 0:
         raise ConfigError(f"--eot-token-id {eot_token_id}: token ids are not negative")
+    if drift not in DRIFT_POLICIES:
+        raise ConfigError(f"--drift {drift}: expected one of {', '.join(DRIFT_POLICIES)}")
     files = session_files(capture_dir)
     eot = eot_token_id
     if strategy is Strategy.prefix_merging and eot is None:
         eot = resolve_eot(files)
-    parts: list[MergeStats] = []
+    parts: list[SessionStats] = []
     writer = CorpusWriter(out)
     try:
         for records in _sessions(files):
-            build = prefix_merging(records, eot) if strategy is Strategy.prefix_merging else per_request(records)
-            parts.append(build.stats)
+            if strategy is Strategy.prefix_merging:
+                build = prefix_merging(records, eot, drift=drift)
+            else:
+                build = per_request(records)
+            parts.append(SessionStats(records[0].session_id, build.stats))
             writer.extend(t.to_row() for t in build.traces)
         if writer.rows == 0:
             writer.abort()
@@ -110,4 +148,5 @@ def merge_capture(capture_dir: Path, strategy: Strategy, out: Path, eot_token_id
     except BaseException:
         writer.abort()
         raise
-    return MergeResult(out, writer.rows, strategy.value, eot, MergeStats.combine(parts))
+    stats = MergeStats.combine(p.stats for p in parts)
+    return MergeResult(out, writer.rows, strategy.value, eot, stats, drift, tuple(parts))

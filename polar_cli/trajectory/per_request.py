@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from polar_cli.capture import CaptureRecord
+from polar_cli.capture.record import id_list
 from polar_cli.trajectory.messages import conversation
 from polar_cli.trajectory.stats import Build, MergeStats, Skip
 from polar_cli.trajectory.trace import Trace
@@ -45,7 +46,7 @@ def per_request(records: Sequence[CaptureRecord]) -> Build:
             Trace(
                 session_id=r.session_id,
                 seqs=(r.seq,),
-                prompt_ids=r.prompt_ids,
+                prompt_ids=id_list(r.prompt_ids),
                 response_ids=r.response_ids,
                 loss_mask=[1] * n,
                 response_logprobs=r.response_logprobs,
@@ -79,11 +80,14 @@ def trace_metadata(
     end: str = "full",
     end_reason: str | None = None,
     drifted: list[int] | None = None,
+    drift_tokens: int = 0,
     cut: list[int] | None = None,
 ) -> dict[str, object]:
     """Chain stats of one trace; the same keys for every strategy so a corpus keeps one schema.
 
-    ``turns`` lists ``[seq, start, end]``: where each call's sampled ids sit in ``response_ids``.
+    ``turns`` lists ``[seq, start, end]``: where each call's sampled ids sit in ``response_ids``. ``turns_drifted``
+    lists the calls whose answer the next prompt rendered differently, ``drift_tokens`` how many ids that drift
+    spans in all (`prefix_merging`'s Rule 3).
     """
     return {
         "strategy": strategy,
@@ -94,5 +98,6 @@ def trace_metadata(
         "end_reason": end_reason,
         "turns": turns,
         "turns_drifted": drifted or [],
+        "drift_tokens": drift_tokens,
         "turns_cut": cut or [],
     }

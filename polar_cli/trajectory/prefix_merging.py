@@ -13,25 +13,48 @@ Rule 1 (joining). Calls are taken in ``seq`` order. A call whose prompt equals a
 retry and starts a new chain (Rule 4). Otherwise it joins an open chain when that chain's LAST prompt is a proper
 prefix of the call's prompt. Several chains may be open at once (sub-agents and side requests interleave with
 the main conversation); if more than one qualifies, the longest last prompt wins, then the chain whose sampled ids
-match what this prompt rendered, then the most recently extended chain.
+match what this prompt rendered, then the most recently extended chain. Records read with
+`capture.read_session_views` carry their stored delta: a prompt stored as a chain's last prompt plus a suffix shares
+that prompt's id buffer, so the prefix test is a pointer comparison; every other pair compares ids.
 
 Rule 2 (closing a turn). The interstitial is the tail of the joining call's prompt after the first E found after the
 chain's last prompt: that E closes the previous assistant turn. It goes in with loss_mask 0 and logprob 0.0. When the
 previous call's sampled ids did not end with E (finish_reason ``length``: cut by max tokens, or a stop string), the
 template's E and everything after it are the interstitial: the model never sampled that E.
 
-Rule 3 (sampled ids win). The template's rendering of an answer (between the chain's last prompt and E) may differ
-from the sampled ids (retokenization, reasoning re-rendered, tool-call JSON re-serialised). The prefix test is on
-prompts only, so such a call still joins; the sampled ids are what is kept, and the call is listed in
-``turns_drifted``. A trainer that needs prompt + response to equal the next prompt byte for byte should split there.
+Rule 3 (drift). The template's rendering of an answer (the ids between the chain's last prompt and E) may differ
+from the sampled ids without their closing E (retokenization, reasoning dropped or re-rendered, tool-call JSON
+re-serialised). How much is ``drift_tokens``: strip the longest common prefix of the two, then the longest common
+suffix of what is left; the count is the length of the longer of the two middles that remain,
+``max(len(sampled), len(rendered)) - prefix - suffix``. It is 0 exactly when the two are equal, 3 for three
+substituted ids, 1 for one inserted or dropped id. The prefix test is on prompts only, so such a call qualifies;
+then the ``drift`` policy decides:
+
+- ``tolerant`` (the default): it joins. The sampled ids are what is kept, the call is listed in ``turns_drifted``
+  and its count added to ``drift_tokens``.
+- ``strict``: it does not join. It starts a new chain (split ``drift``) and later calls extend that one, so no
+  conversation is dropped, and every trace's prompt + response is exactly its last call's prompt + sampled ids.
 
 Rule 4 (splits). A call that joins no chain starts a new one, and the chain it came closest to (longest common prompt
-prefix) is recorded with the reason (`stats.Split`): the identical prompt again (``retry``), a partial prefix
-(``prefix_break``: compaction, edited or rewound history, template drift in earlier turns), no E closing the turn
-(``no_end_of_turn``), no E known (``eot_unknown``) or no shared prefix at all (``unrelated``). A chain that came closest
-to such a call and never grew afterwards ends ``truncated``; all other chains end ``full``.
+prefix) is recorded with the reason (`stats.Split`): the identical prompt again (``retry``), no E closing the turn
+(``no_end_of_turn``), no E known (``eot_unknown``), a drifted answer under ``strict`` (``drift``), no shared prefix
+at all (``unrelated``), only the preamble shared (``side_request``, Rule 5), or more than the preamble but not the
+whole last prompt (``prefix_break``: compaction that keeps the first request, edited or rewound history, template
+drift in earlier turns). A chain that came closest to a ``retry``, ``prefix_break``, ``no_end_of_turn``,
+``eot_unknown`` or ``drift`` call and never grew afterwards ends ``truncated``: its conversation went on elsewhere.
+All other chains end ``full``.
 
-Rule 5 (end-of-turn id). E is configured, or it is the last sampled id of the first call that stopped normally
+Rule 5 (side requests). A conversation's first request is its first prompt up to the E that closes the last message
+before the generation prompt (normally the system message and the first user turn). A chain started by a break
+(``retry``, ``prefix_break``, ``no_end_of_turn``, ``eot_unknown``, ``drift``) goes on with the conversation of the
+chain it broke from, and so with that first request. A call whose common prefix with the closest chain's last prompt
+is no longer than the position ``j`` of that E (``prefix <= j``) leaves the conversation inside its first request: a
+title or routing request that shares the system prompt, a sub-agent, a conversation restarted with only the system
+prompt kept. It opens a new conversation (``side_request``), which is not a break: it never ends the closest chain
+truncated. A first prompt that holds no E has no first request to tell, and an unknown E tells none; a shared prefix
+there is a ``prefix_break``.
+
+Rule 6 (end-of-turn id). E is configured, or it is the last sampled id of the first call that stopped normally
 (finish_reason ``stop`` or ``tool_calls``) without stop strings in its request.
 
 Failed calls (not ``ok``, or without token ids) are skipped and counted; they neither join nor split chains.
@@ -41,22 +64,26 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-from polar_cli.capture import CaptureRecord
-from polar_cli.capture.record import common_prefix_len
+from polar_cli.capture import CaptureRecord, PromptView
+from polar_cli.capture.record import common_prefix_len, id_list
 from polar_cli.trajectory.messages import conversation
 from polar_cli.trajectory.per_request import skip_reason, split_trainable, trace_metadata
-from polar_cli.trajectory.stats import Build, MergeStats, Split, SplitKind
+from polar_cli.trajectory.stats import BREAKS, Build, MergeStats, Split, SplitKind
 from polar_cli.trajectory.trace import Trace
 
+Drift = Literal["strict", "tolerant"]
+DRIFT_POLICIES: tuple[Drift, ...] = ("strict", "tolerant")
 NORMAL_STOPS = frozenset({"stop", "tool_calls"})
+# chains started by these opened a new conversation: their first call had nothing to join
+_NEW_CONVERSATION = frozenset({"session_start", "side_request", "unrelated"})
 # ids of each side shown from the point where a split call's prompt leaves the chain's
 _WINDOW = 8
 
 
 def detect_eot_token_id(records: Iterable[CaptureRecord]) -> int | None:
-    """The end-of-turn id: the last sampled id of the first trainable call that stopped normally (Rule 5)."""
+    """The end-of-turn id: the last sampled id of the first trainable call that stopped normally (Rule 6)."""
     for r in records:
         if (
             r.finish_reason in NORMAL_STOPS
@@ -74,18 +101,28 @@ def has_stop_strings(normalized: Mapping[str, Any] | None) -> bool:
     return bool(stop)
 
 
+def drift_tokens(sampled: Sequence[int], rendered: Sequence[int]) -> int:
+    """How many ids a rendering differs from the sampled ids by (Rule 3); 0 exactly when they are equal."""
+    k = common_prefix_len(sampled, rendered)
+    a, b = id_list(sampled[k:]), id_list(rendered[k:])
+    return max(len(a), len(b)) - common_prefix_len(a[::-1], b[::-1])
+
+
 @dataclass(slots=True, eq=False)
 class _Chain:
     index: int
     first: CaptureRecord
     last: CaptureRecord
     start: str
+    prompt: list[int]
+    first_request: int | None  # position of the E closing its conversation's first request (Rule 5)
     seqs: list[int] = field(default_factory=list)
     response_ids: list[int] = field(default_factory=list)
     loss_mask: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     turns: list[list[int]] = field(default_factory=list)
     drifted: list[int] = field(default_factory=list)
+    drift_tokens: int = 0
     cut: list[int] = field(default_factory=list)
     ended_by: Split | None = None
 
@@ -106,11 +143,16 @@ class _Chain:
         self.logprobs += [0.0] * len(ids)
 
 
-def prefix_merging(records: Sequence[CaptureRecord], eot_token_id: int | None = None) -> Build:
+def prefix_merging(
+    records: Sequence[CaptureRecord], eot_token_id: int | None = None, *, drift: Drift = "tolerant"
+) -> Build:
     """Merge one session's calls into as few traces as the rules in the module docstring allow.
 
-    ``eot_token_id`` None detects it from these records (Rule 5); pass it when merging many sessions of one model.
+    ``eot_token_id`` None detects it from these records (Rule 6); pass it when merging many sessions of one model.
+    ``drift`` is the policy for a call whose previous answer the template rendered differently (Rule 3).
     """
+    if drift not in DRIFT_POLICIES:
+        raise ValueError(f"drift policy {drift!r}: expected one of {', '.join(DRIFT_POLICIES)}")
     calls, skips = split_trainable(records)
     eot = eot_token_id if eot_token_id is not None else detect_eot_token_id(calls)
     chains: list[_Chain] = []
@@ -123,7 +165,7 @@ def prefix_merging(records: Sequence[CaptureRecord], eot_token_id: int | None = 
         if same:
             split = _split(r, len(chains), "retry", max(same, key=lambda c: c.last.seq), len(r.prompt_ids))
         elif candidates:
-            split = _join(_pick(candidates, r, eot), r, eot, len(chains))
+            split = _join(_pick(candidates, r, eot), r, eot, len(chains), strict=drift == "strict")
             if split is None:
                 merged += 1
                 continue
@@ -133,12 +175,17 @@ def prefix_merging(records: Sequence[CaptureRecord], eot_token_id: int | None = 
             split = None
         if split is not None:
             splits.append(split)
-        chain = _Chain(len(chains), r, r, start=split.kind if split else "session_start")
+        prompt = id_list(r.prompt_ids)
+        if split is not None and split.kind in BREAKS and split.closest is not None:
+            first_request = chains[split.closest].first_request  # the same conversation: its first request
+        else:
+            first_request = _last_index(prompt, eot)
+        chain = _Chain(len(chains), r, r, split.kind if split else "session_start", prompt, first_request)
         chain.add_sampled(r)
         chains.append(chain)
 
     for s in splits:
-        if s.closest is not None:
+        if s.closest is not None and s.kind in BREAKS:
             c = chains[s.closest]
             if c.ended_by is None and c.last.seq < s.seq:
                 c.ended_by = s
@@ -151,17 +198,29 @@ def prefix_merging(records: Sequence[CaptureRecord], eot_token_id: int | None = 
         completions_total=len(calls),
         completions_merged=merged,
         completions_skipped=len(skips),
+        conversations=sum(c.start in _NEW_CONVERSATION for c in chains),
         turns_drifted=sum(len(c.drifted) for c in chains),
+        drift_tokens=sum(c.drift_tokens for c in chains),
         splits=tuple(splits),
         skips=tuple(skips),
     )
     return Build(traces, stats)
 
 
-def _extends(prompt: list[int], last: list[int]) -> bool:
+def _extends(prompt: Sequence[int], last: Sequence[int]) -> bool:
     n = len(last)
+    if len(prompt) <= n:
+        return False
+    if isinstance(prompt, PromptView) and prompt.shares_buffer(last):
+        return True  # stored as ``last`` plus a suffix: the ids were compared when they were written
     # the two single-id probes reject most other chains without copying a slice
-    return len(prompt) > n and prompt[n - 1] == last[-1] and prompt[0] == last[0] and prompt[:n] == last
+    return prompt[n - 1] == last[-1] and prompt[0] == last[0] and prompt[:n] == last
+
+
+def _last_index(ids: list[int], value: int | None) -> int | None:
+    if value is None or value not in ids:
+        return None
+    return len(ids) - 1 - ids[::-1].index(value)
 
 
 def _renders_sampled(chain: _Chain, r: CaptureRecord, eot: int | None) -> bool:
@@ -182,8 +241,8 @@ def _pick(candidates: list[_Chain], r: CaptureRecord, eot: int | None) -> _Chain
     return max(top, key=lambda c: c.last.seq)
 
 
-def _join(chain: _Chain, r: CaptureRecord, eot: int | None, new_index: int) -> Split | None:
-    """Append call ``r`` to ``chain`` (Rule 2 and 3), or say why it cannot join."""
+def _join(chain: _Chain, r: CaptureRecord, eot: int | None, new_index: int, *, strict: bool) -> Split | None:
+    """Append call ``r`` to ``chain`` (Rules 2 and 3), or say why it cannot join."""
     prev = chain.last
     n = len(prev.prompt_ids)
     if eot is None:
@@ -194,10 +253,16 @@ def _join(chain: _Chain, r: CaptureRecord, eot: int | None, new_index: int) -> S
         return _split(r, new_index, "no_end_of_turn", chain, n)
     sampled = prev.response_ids
     ended = sampled[-1] == eot
-    body_len = len(sampled) - 1 if ended else len(sampled)
-    if close - n != body_len or r.prompt_ids[n:close] != sampled[:body_len]:
+    body = sampled[:-1] if ended else sampled
+    rendered = id_list(r.prompt_ids[n:close])
+    if rendered != body:
+        if strict:
+            at = common_prefix_len(body, rendered)
+            found = tuple(rendered[at : at + _WINDOW])
+            return _split(r, new_index, "drift", chain, n + at, expected=tuple(body[at : at + _WINDOW]), found=found)
         chain.drifted.append(prev.seq)
-    chain.add_interstitial(r.prompt_ids[close + 1 if ended else close :])
+        chain.drift_tokens += drift_tokens(body, rendered)
+    chain.add_interstitial(id_list(r.prompt_ids[close + 1 if ended else close :]))
     chain.add_sampled(r)
     return None
 
@@ -211,10 +276,21 @@ def _closest(chains: list[_Chain], r: CaptureRecord) -> Split:
             best, best_len = c, k
     if best is None:
         return Split(r.session_id, r.seq, len(chains), "unrelated")
-    return _split(r, len(chains), "prefix_break", best, best_len)
+    side = best.first_request is not None and best_len <= best.first_request
+    return _split(r, len(chains), "side_request" if side else "prefix_break", best, best_len)
 
 
-def _split(r: CaptureRecord, new_index: int, kind: SplitKind, chain: _Chain, at: int) -> Split:
+def _split(
+    r: CaptureRecord,
+    new_index: int,
+    kind: SplitKind,
+    chain: _Chain,
+    at: int,
+    *,
+    expected: tuple[int, ...] | None = None,
+    found: tuple[int, ...] | None = None,
+) -> Split:
+    """A split at prompt position ``at``; ``expected``/``found`` default to the two prompts' ids from there."""
     return Split(
         r.session_id,
         r.seq,
@@ -222,8 +298,8 @@ def _split(r: CaptureRecord, new_index: int, kind: SplitKind, chain: _Chain, at:
         kind,
         closest=chain.index,
         at=at,
-        expected=tuple(chain.last.prompt_ids[at : at + _WINDOW]),
-        found=tuple(r.prompt_ids[at : at + _WINDOW]),
+        expected=tuple(chain.last.prompt_ids[at : at + _WINDOW]) if expected is None else expected,
+        found=tuple(r.prompt_ids[at : at + _WINDOW]) if found is None else found,
     )
 
 
@@ -233,7 +309,7 @@ def _trace(c: _Chain, eot: int | None) -> Trace:
     return Trace(
         session_id=c.first.session_id,
         seqs=tuple(c.seqs),
-        prompt_ids=c.first.prompt_ids,
+        prompt_ids=c.prompt,
         response_ids=c.response_ids,
         loss_mask=c.loss_mask,
         response_logprobs=c.logprobs,
@@ -250,6 +326,7 @@ def _trace(c: _Chain, eot: int | None) -> Trace:
             end="truncated" if c.ended_by else "full",
             end_reason=end_reason,
             drifted=c.drifted,
+            drift_tokens=c.drift_tokens,
             cut=c.cut,
         ),
     )

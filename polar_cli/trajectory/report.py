@@ -10,7 +10,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from polar_cli.capture import CaptureRecord
-from polar_cli.capture.record import common_prefix_len
+from polar_cli.capture.record import common_prefix_len, id_list
+from polar_cli.trajectory.prefix_merging import drift_tokens
 from polar_cli.trajectory.stats import Build
 
 Decode = Callable[[list[int]], str]
@@ -19,13 +20,17 @@ _WINDOW = 8
 
 @dataclass(frozen=True, slots=True)
 class Drift:
-    """Where the next prompt's rendering of call ``seq``'s answer leaves the ids that call sampled."""
+    """Where the next prompt's rendering of call ``seq``'s answer leaves the ids that call sampled.
+
+    ``tokens`` is how many ids the two differ by (`prefix_merging.drift_tokens`).
+    """
 
     seq: int
     next_seq: int
     at: int
     sampled: tuple[int, ...]
     rendered: tuple[int, ...]
+    tokens: int
 
 
 def drifts(build: Build, records: Sequence[CaptureRecord]) -> list[Drift]:
@@ -40,10 +45,11 @@ def drifts(build: Build, records: Sequence[CaptureRecord]) -> list[Drift]:
                 continue
             prev, nxt = by_seq[seq], by_seq[next_seq]
             n = len(prev.prompt_ids)
-            rendered = nxt.prompt_ids[n : nxt.prompt_ids.index(eot, n)]
+            rendered = id_list(nxt.prompt_ids[n : nxt.prompt_ids.index(eot, n)])
             sampled = prev.response_ids[:-1] if prev.response_ids[-1] == eot else prev.response_ids
             at = common_prefix_len(sampled, rendered)
-            out.append(Drift(seq, next_seq, at, tuple(sampled[at : at + _WINDOW]), tuple(rendered[at : at + _WINDOW])))
+            window = tuple(sampled[at : at + _WINDOW]), tuple(rendered[at : at + _WINDOW])
+            out.append(Drift(seq, next_seq, at, *window, drift_tokens(sampled, rendered)))
     return out
 
 
@@ -64,8 +70,8 @@ def explain(build: Build, records: Sequence[CaptureRecord] = (), decode: Decode 
             lines.append(f"  cut by max tokens: calls {meta['turns_cut']}")
     for d in drifts(build, records) if records else []:
         lines.append(
-            f"  drift: call {d.seq}'s answer as rendered in call {d.next_seq}'s prompt differs at id {d.at}: "
-            f"sampled {show(d.sampled)} vs rendered {show(d.rendered)}"
+            f"  drift: call {d.seq}'s answer as rendered in call {d.next_seq}'s prompt differs at id {d.at} "
+            f"({d.tokens} drift tokens): sampled {show(d.sampled)} vs rendered {show(d.rendered)}"
         )
     for s in build.stats.splits:
         lines.append(f"split: call {s.seq} started trace {s.chain}: {s.reason}")

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, get_args
 
 import pytest
 
 from polar_cli.capture import CaptureRecord
+from polar_cli.config import parse_recipe
+from polar_cli.errors import ConfigError
 from polar_cli.generate.rows import SessionFacts, build_row, verdict
-from polar_cli.generate.state import STATE
+from polar_cli.generate.stages import GenerateStages
+from polar_cli.generate.state import STATE, state_entry
 from polar_cli.generate.summary import render_summary, summarize
 from polar_cli.harness.session import Collected, HarnessRun
 from polar_cli.node.pools import RunEnd
@@ -18,7 +23,9 @@ from polar_cli.swe import grading
 from polar_cli.swe.evaluate import Evaluation
 from polar_cli.swe.manifest import Instance
 from polar_cli.trajectory import per_request
+from polar_cli.trajectory.stats import SplitKind
 
+RECIPE = {"manifest": {"source": "m.jsonl"}, "harnesses": ["pi"], "engine": {"kind": "gold", "tokenizer": "qwen3"}}
 INSTANCE = Instance("org__repo-1", "org/repo", "abc", "Fix it.", "PATCH", "TEST", ("t1",), ("t2",))
 OK_RUN = HarnessRun("ok", 0, b"out", 1.0)
 
@@ -141,3 +148,84 @@ def test_summary_rates_tokens_and_gpu_hours(tmp_path: Path) -> None:
     assert summary["accepted_per_gpu_hour"] == 0.75
     assert summary["reject_reasons"] == {"unresolved": 1}
     render_summary(summary)  # renders without error
+
+
+def chat_record(seq: int, prompt: list[int], sampled: list[int]) -> CaptureRecord:
+    return dataclasses.replace(
+        record(seq), prompt_ids=prompt, response_ids=sampled, response_logprobs=[-0.5] * len(sampled)
+    )
+
+
+E = 2
+FIRST = [6, 7, 10, E, 6, 8, 40, E, 3]  # system, user, then the assistant's opening
+
+
+def drifting_records() -> list[CaptureRecord]:
+    """Call 1 renders call 0's answer [20 21] as [20 99]; call 2 extends call 1; call 3 is a title request."""
+    p1 = [*FIRST, 20, 99, E, 5, 30, E, 3]
+    p2 = [*p1, 22, E, 5, 31, E, 3]
+    title = [6, 7, 10, E, 6, 8, 60, E, 3]
+    return [
+        chat_record(0, FIRST, [20, 21, E]),
+        chat_record(1, p1, [22, E]),
+        chat_record(2, p2, [23, E]),
+        chat_record(3, title, [61, E]),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("drift", "merged", "drift_tokens", "split_counts", "merge_rate"),
+    [("tolerant", 2, 1, {"side_request": 1}, 1.0), ("strict", 1, 0, {"drift": 1, "side_request": 1}, 0.5)],
+)
+def test_the_builder_follows_builder_drift_and_rows_carry_the_merge_stats(
+    drift: str, merged: int, drift_tokens: int, split_counts: dict[str, int], merge_rate: float
+) -> None:
+    recipe = parse_recipe(RECIPE, [f"builder.drift={drift}"])
+    records = drifting_records()
+    build = GenerateStages._build(SimpleNamespace(recipe=recipe, eot_token_id=E), records)  # type: ignore[arg-type]
+    _, row = build_row(facts(records=records, build=build), {})
+    stats = row["stats"]
+    assert stats["completions_total"] == 4 and stats["completions_merged"] == merged
+    assert stats["conversations"] == 2  # the session's first call and the title request
+    every_kind = {**dict.fromkeys(get_args(SplitKind), 0), **split_counts}  # one schema for every row (Parquet)
+    assert (stats["drift_tokens"], stats["split_counts"], stats["merge_rate"]) == (
+        drift_tokens,
+        every_kind,
+        merge_rate,
+    )
+    assert stats["chains_truncated"] == (drift == "strict")  # a side request truncates nothing
+    assert [t["metadata"]["drift_tokens"] for t in row["traces"]][:1] == [drift_tokens]
+    entry = state_entry(row, 1, 0.0)
+    assert entry["merge"] == {
+        "completions_total": 4, "completions_merged": merged, "conversations": 2, "turns_drifted": drift_tokens,
+        "drift_tokens": drift_tokens, "split_counts": every_kind,
+    }  # fmt: skip
+
+
+def test_an_unknown_builder_drift_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="drift"):
+        parse_recipe(RECIPE, ["builder.drift=lenient"])
+
+
+def test_summary_adds_up_the_merge_stats(tmp_path: Path) -> None:
+    merges = [
+        {"completions_total": 10, "completions_merged": 8, "conversations": 1, "turns_drifted": 2, "drift_tokens": 7,
+         "split_counts": {"side_request": 1, "retry": 1}},
+        {"completions_total": 5, "completions_merged": 3, "conversations": 2, "turns_drifted": 0, "drift_tokens": 0,
+         "split_counts": {"side_request": 1}},
+        None,  # a state line written before merge stats were kept
+    ]  # fmt: skip
+    entries = [{"type": "segment", "segment": 1, "t": 0.0}]
+    for i, merge in enumerate(merges):
+        entries.append({
+            "type": "session", "key": f"k{i}", "segment": 1, "t": 10.0, "instance_id": f"i{i}", "repo": "a/x",
+            "harness": "pi", "attempt": 1, "accepted": True, "status": "OK", "reason": None, "calls": 3,
+            "timing": {}, **({"merge": merge} if merge else {}),
+        })  # fmt: skip
+    (tmp_path / STATE).write_text("".join(json.dumps(e) + "\n" for e in entries))
+    summary = summarize(tmp_path, gpus=1, planned=3, engine="gold", model="q", segment=1)
+    assert summary["merge"] == {
+        "sessions": 2, "completions_total": 15, "completions_merged": 11, "conversations": 3, "turns_drifted": 2,
+        "drift_tokens": 7, "merge_rate": round(11 / 12, 4), "splits": {"retry": 1, "side_request": 2},
+    }  # fmt: skip
+    render_summary(summary)

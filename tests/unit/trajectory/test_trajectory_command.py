@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import datasets
 import orjson
@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from polar_cli import cli
 from polar_cli.capture import CaptureRecord, CaptureWriter
+from polar_cli.trajectory.stats import SplitKind
 
 app = cli.build_app()
 runner = CliRunner()
@@ -19,6 +20,11 @@ TOOLS = [
     {"type": "function", "function": {"name": "bash", "parameters": {"type": "object", "properties": {"cmd": {}}}}},
     {"type": "function", "function": {"name": "edit", "parameters": {"type": "object", "required": ["path"]}}},
 ]
+
+
+def kinds(**counts: int) -> dict[str, int]:
+    """Splits by kind as the builder reports them: every kind, 0 where none."""
+    return {kind: counts.get(kind, 0) for kind in get_args(SplitKind)}
 
 
 def _session(session: str) -> list[CaptureRecord]:
@@ -97,9 +103,60 @@ def test_json_output_reports_stats_and_splits(capture_dir: Path, tmp_path: Path)
     assert report["sessions"] == 2
     assert (report["chains_total"], report["chains_full"], report["chains_truncated"]) == (4, 4, 0)
     assert (report["completions_total"], report["completions_merged"], report["completions_skipped"]) == (6, 2, 2)
-    assert report["split_counts"] == {"unrelated": 2}
+    assert report["split_counts"] == kinds(unrelated=2)
     assert report["splits"][0]["seq"] == 2
     assert report["skip_counts"] == {"status upstream_error": 2}
+    # the two unrelated calls open conversations of their own: each session's one call that could merge did
+    assert (report["drift"], report["conversations"], report["merge_rate"]) == ("tolerant", 4, 1.0)
+    assert (report["turns_drifted"], report["drift_tokens"]) == (0, 0)
+    assert [s["session_id"] for s in report["per_session"]] == ["sess-a", "sess-b"]
+    assert report["per_session"][0] == {
+        "session_id": "sess-a", "chains_total": 2, "chains_full": 2, "chains_truncated": 0, "completions_total": 3,
+        "completions_merged": 1, "completions_skipped": 1, "conversations": 2, "turns_drifted": 0, "drift_tokens": 0,
+        "merge_rate": 1.0, "split_counts": kinds(unrelated=1), "skip_counts": {"status upstream_error": 1},
+    }  # fmt: skip
+
+
+def _drifting_capture(d: Path) -> None:
+    """Session "drift": call 1 renders call 0's answer [20 21 22] as [20 90 91]; session "exact" renders it exactly."""
+    writer = CaptureWriter(d)
+    for sid, rendered in (("drift", [20, 90, 91]), ("exact", [20, 21, 22])):
+        p0 = [10, 11, A]
+        p1 = [*p0, *rendered, E, T, 30, E, A]
+        p2 = [*p1, 23, E, T, 31, E, A]
+        for seq, (prompt, sampled) in enumerate([(p0, [20, 21, 22, E]), (p1, [23, E]), (p2, [24, E])]):
+            writer.write(call(seq, prompt, sampled, session=sid))
+    writer.close()
+
+
+@pytest.mark.parametrize(
+    ("policy", "seqs", "merged", "drift_tokens", "splits"),
+    [
+        ("tolerant", [("drift", [0, 1, 2]), ("exact", [0, 1, 2])], 4, 2, {}),
+        ("strict", [("drift", [0]), ("drift", [1, 2]), ("exact", [0, 1, 2])], 3, 0, {"drift": 1}),
+    ],
+)
+def test_drift_policy(
+    tmp_path: Path, policy: str, seqs: list[Any], merged: int, drift_tokens: int, splits: dict[str, int]
+) -> None:
+    d = tmp_path / "capture"
+    _drifting_capture(d)
+    out = tmp_path / "t.jsonl"
+    args = ["merge-traces", str(d), "--strategy", "prefix_merging", "--out", str(out), "--drift", policy, "--json"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    report = orjson.loads(result.stdout)
+    rows = [orjson.loads(line) for line in out.read_bytes().splitlines()]
+    assert [(r["session_id"], r["seqs"]) for r in rows] == seqs
+    assert (report["drift"], report["completions_merged"], report["drift_tokens"]) == (policy, merged, drift_tokens)
+    assert report["split_counts"] == kinds(**splits)
+    assert rows[0]["metadata"]["drift_tokens"] == drift_tokens
+    by_session = {s["session_id"]: s for s in report["per_session"]}
+    assert by_session["drift"]["merge_rate"] == (1.0 if policy == "tolerant" else 0.5)
+    assert by_session["exact"]["merge_rate"] == 1.0
+    table = runner.invoke(app, args[:-1])
+    assert table.exit_code == 0, table.output
+    assert f"drift {policy}" in table.output and "merge_rate" in table.output and "drift_tokens" in table.output
 
 
 def test_per_request_writes_one_row_per_trainable_call(capture_dir: Path, tmp_path: Path) -> None:
@@ -119,6 +176,7 @@ def test_per_request_writes_one_row_per_trainable_call(capture_dir: Path, tmp_pa
         (["--strategy", "prefix_merging", "--out", "OUT/missing/t.jsonl"], "does not exist"),
         (["--strategy", "sideways", "--out", "OUT/t.jsonl"], "sideways"),
         (["--strategy", "prefix_merging", "--out", "OUT/t.jsonl", "--eot-token-id", "-1"], "not negative"),
+        (["--strategy", "prefix_merging", "--out", "OUT/t.jsonl", "--drift", "lenient"], "lenient"),
     ],
 )
 def test_bad_usage_exits_2(capture_dir: Path, tmp_path: Path, args: list[str], message: str) -> None:

@@ -1,12 +1,17 @@
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 from trajectory_helpers import A, E, T, call, failed, mask_of
 
+from polar_cli.capture import CaptureRecord
+from polar_cli.capture.record import common_prefix_len
 from polar_cli.trajectory import detect_eot_token_id, prefix_merging
+from polar_cli.trajectory.prefix_merging import drift_tokens
+from polar_cli.trajectory.stats import SplitKind
 from polar_cli.trajectory.trace import Trace
+from tests.support import chatml_ids
 
 SYS = [10, 11]
 
@@ -236,3 +241,200 @@ def test_messages_of_a_merged_chain_run_from_first_prompt_to_last_answer() -> No
     assert trace.response_messages[1]["tool_call_id"] == "c1"
     assert trace.response_messages[2]["content"] == "done"
     assert trace.tools == tools
+
+
+# drift (Rule 3): how many ids, and the strict policy
+
+
+@pytest.mark.parametrize(
+    ("sampled", "rendered", "tokens"),
+    [
+        ([20, 21, 22], [20, 21, 22], 0),
+        ([], [], 0),
+        ([20, 21, 22, 23, 24], [20, 91, 92, 93, 24], 3),  # three substituted ids
+        ([20, 21], [20, 99, 21], 1),  # one inserted id
+        ([20, 99, 21], [20, 21], 1),  # one dropped id
+        ([20, 21], [30, 31, 32, 33], 4),  # nothing in common: the longer side
+        ([7, 7, 7], [7, 7], 1),  # prefix and suffix never overlap
+        ([], [40, 41], 2),
+    ],
+)
+def test_drift_tokens(sampled: list[int], rendered: list[int], tokens: int) -> None:
+    assert drift_tokens(sampled, rendered) == tokens
+    assert drift_tokens(rendered, sampled) == tokens
+
+
+def _drifting_session() -> tuple[list[int], list[int], list[int], list[Any]]:
+    """Call 1's prompt renders call 0's answer [20 21 22 23 24] as [20 91 92 93 24]; calls 2 and 3 extend call 1."""
+    p0 = [*SYS, A]
+    p1 = [*p0, 20, 91, 92, 93, 24, E, T, 30, E, A]
+    p2 = [*p1, 25, E, T, 31, E, A]
+    p3 = [*p2, 26, E, T, 32, E, A]
+    records = [
+        call(0, p0, [20, 21, 22, 23, 24, E]),
+        call(1, p1, [25, E]),
+        call(2, p2, [26, E]),
+        call(3, p3, [27, E]),
+    ]
+    return p0, p1, p3, records
+
+
+def test_tolerant_drift_counts_the_differing_ids_per_trace_and_per_build() -> None:
+    *_, records = _drifting_session()
+    build = prefix_merging(records, drift="tolerant")
+    (trace,) = build.traces
+    assert trace.seqs == (0, 1, 2, 3)
+    assert trace.response_ids[:6] == [20, 21, 22, 23, 24, E]  # the sampled ids are kept
+    assert trace.metadata["turns_drifted"] == [0]
+    assert trace.metadata["drift_tokens"] == 3
+    s = build.stats
+    assert (s.turns_drifted, s.drift_tokens, s.completions_merged, s.merge_rate) == (1, 3, 3, 1.0)
+    assert prefix_merging(records) == build  # tolerant is the default
+
+
+def test_strict_drift_starts_a_new_trace_there_and_the_chain_goes_on_from_it() -> None:
+    p0, p1, p3, records = _drifting_session()
+    build = prefix_merging(records, drift="strict")
+    first, rest = build.traces
+    assert first.seqs == (0,) and rest.seqs == (1, 2, 3)
+    assert_arrays(first, p0, [([20, 21, 22, 23, 24, E], 1)])
+    assert rest.prompt_ids == p1
+    # nothing drifted inside a strict trace: prompt + response is exactly the last call's prompt + sampled ids
+    assert rest.prompt_ids + rest.response_ids == [*p3, 27, E]
+    assert rest.metadata["start"] == "drift"
+    assert first.metadata["end"] == "truncated"
+    assert first.metadata["end_reason"].startswith("call 1: drift")
+    (split,) = build.stats.splits
+    # the rendering leaves the sampled ids after [20]: at prompt position len(p0) + 1
+    assert (split.seq, split.chain, split.kind, split.closest, split.at) == (1, 1, "drift", 0, len(p0) + 1)
+    assert split.expected == (21, 22, 23, 24) and split.found == (91, 92, 93, 24)
+    s = build.stats
+    assert (s.chains_total, s.chains_full, s.chains_truncated) == (2, 1, 1)
+    assert (s.completions_merged, s.conversations, s.turns_drifted, s.drift_tokens) == (2, 1, 0, 0)
+    assert s.merge_rate == round(2 / 3, 4)
+    assert s.split_counts() == {**dict.fromkeys(get_args(SplitKind), 0), "drift": 1}
+
+
+def test_strict_drift_splits_only_at_the_drifted_turn() -> None:
+    p0 = [*SYS, A]
+    p1 = [*p0, 20, E, T, 30, E, A]
+    p2 = [*p1, 99, E, T, 31, E, A]  # renders call 1's answer [21] as [99]
+    p3 = [*p2, 22, E, T, 32, E, A]
+    records = [call(0, p0, [20, E]), call(1, p1, [21, E]), call(2, p2, [22, E]), call(3, p3, [23, E])]
+    build = prefix_merging(records, drift="strict")
+    assert [t.seqs for t in build.traces] == [(0, 1), (2, 3)]
+    assert [s.kind for s in build.stats.splits] == ["drift"]
+    assert build.stats.splits[0].at == len(p1)
+    assert prefix_merging(records, drift="tolerant").stats.drift_tokens == 1
+
+
+def test_an_unknown_drift_policy_is_refused() -> None:
+    with pytest.raises(ValueError, match="drift policy 'lenient'"):
+        prefix_merging([], drift="lenient")  # type: ignore[arg-type]
+
+
+# side requests (Rule 5), on ChatML-shaped ids: IM opens a message, then its role id and a newline
+
+IM, SYSTEM_ROLE, USER_ROLE, NL = 6, 7, 8, 9
+FIRST = [IM, SYSTEM_ROLE, NL, 10, 11, E, IM, USER_ROLE, NL, 40, 41, E, A]  # the E closing the user turn: index 11
+
+
+def _main_chain() -> list[CaptureRecord]:
+    p1 = [*FIRST, 20, E, T, 30, E, A]
+    p2 = [*p1, 21, E, T, 31, E, A]
+    return [call(0, FIRST, [20, E]), call(1, p1, [21, E]), call(2, p2, [22, E])]
+
+
+@pytest.mark.parametrize(
+    "side",
+    [
+        [IM, SYSTEM_ROLE, NL, 10, 11, E, IM, USER_ROLE, NL, 60, E, A],  # same system prompt, another user turn
+        [IM, SYSTEM_ROLE, NL, 50, E, IM, USER_ROLE, NL, 60, E, A],  # another system prompt
+        [IM, SYSTEM_ROLE, NL, 10, 11, E, IM, USER_ROLE, NL, 40, 41, 42, E, A],  # leaves at the E itself (k == 11)
+    ],
+)
+def test_a_side_request_after_the_last_call_is_a_new_root_and_the_main_chain_stays_full(side: list[int]) -> None:
+    build = prefix_merging([*_main_chain(), call(3, side, [61, E])])
+    main, title = build.traces
+    assert main.seqs == (0, 1, 2) and title.seqs == (3,)
+    assert main.metadata["end"] == "full" and main.metadata["end_reason"] is None
+    assert title.metadata["start"] == "side_request"
+    (split,) = build.stats.splits
+    assert (split.seq, split.kind, split.closest) == (3, "side_request", 0)
+    assert split.at == common_prefix_len(side, FIRST) <= 11
+    s = build.stats
+    assert (s.chains_total, s.chains_full, s.chains_truncated, s.conversations) == (2, 2, 0, 2)
+    assert s.merge_rate == 1.0
+
+
+def test_sharing_the_whole_first_request_is_a_prefix_break_that_truncates() -> None:
+    records = _main_chain()
+    edited = [*FIRST, 20, E, T, 99, E, A]  # the first tool result edited
+    build = prefix_merging([*records, call(3, edited, [23, E])])
+    (split,) = build.stats.splits
+    assert (split.kind, split.closest, split.at) == ("prefix_break", 0, len(FIRST) + 3)
+    assert build.traces[0].metadata["end"] == "truncated"
+    assert build.stats.conversations == 1
+    assert build.stats.merge_rate == round(2 / 3, 4)
+    # one id past the first request's closing E: already the conversation's own text
+    just_past = [*FIRST[:12], 88, E, A]
+    (split,) = prefix_merging([*records, call(3, just_past, [23, E])]).stats.splits
+    assert (split.kind, split.at) == ("prefix_break", 12)
+
+
+def test_a_side_request_before_the_main_conversation_starts_it_as_a_new_root() -> None:
+    p1 = [*FIRST, 20, E, T, 30, E, A]
+    title = [IM, SYSTEM_ROLE, NL, 10, 11, E, IM, USER_ROLE, NL, 60, E, A]
+    build = prefix_merging([call(0, title, [61, E]), call(1, FIRST, [20, E]), call(2, p1, [21, E])])
+    assert [t.seqs for t in build.traces] == [(0,), (1, 2)]
+    assert [t.metadata["start"] for t in build.traces] == ["session_start", "side_request"]
+    assert [t.metadata["end"] for t in build.traces] == ["full", "full"]
+    assert (build.stats.conversations, build.stats.merge_rate) == (2, 1.0)
+
+
+def test_side_requests_on_real_rendered_ids() -> None:
+    """The ChatML double's template: a title request sharing the system prompt after the conversation ended."""
+    system = {"role": "system", "content": "You are a coding agent. Be brief."}
+    task = {"role": "user", "content": "Fix the failing test in utils.py"}
+    answer = "I will read utils.py first."
+    turns = [
+        [system, task],
+        [system, task, {"role": "assistant", "content": answer}, {"role": "user", "content": "It is line 3."}],
+    ]
+    sampled = [[i for i, _ in chatml_ids.sampled_pieces(text, stopped=True)] for text in (answer, "Fixed.")]
+    title = chatml_ids.prompt_ids([system, {"role": "user", "content": "Fix a title for this conversation"}])
+    edited = chatml_ids.prompt_ids([system, task, {"role": "assistant", "content": "I will not."}])
+    records = [
+        call(0, chatml_ids.prompt_ids(turns[0]), sampled[0], finish="stop"),
+        call(1, chatml_ids.prompt_ids(turns[1]), sampled[1], finish="stop"),
+        call(2, title, [chatml_ids.DEFAULT_EOT_ID], finish="stop"),
+        call(3, edited, [chatml_ids.DEFAULT_EOT_ID], finish="stop"),
+    ]
+    build = prefix_merging(records)
+    assert build.traces[0].metadata["eot_token_id"] == chatml_ids.DEFAULT_EOT_ID
+    assert [t.seqs for t in build.traces] == [(0, 1), (2,), (3,)]
+    assert build.stats.turns_drifted == 0
+    assert [(s.seq, s.kind, s.closest) for s in build.stats.splits] == [(2, "side_request", 0), (3, "prefix_break", 0)]
+    # shared: the system message, the user turn's header (3 ids) and its first word "Fix"; the E closing the
+    # main chain's first user turn is far behind
+    system_ids = len(chatml_ids.prompt_ids([system])) - 3  # without the generation prompt
+    assert build.stats.splits[0].at == system_ids + 4 < records[0].prompt_ids.index(chatml_ids.DEFAULT_EOT_ID, 14)
+    assert [t.metadata["end"] for t in build.traces] == ["truncated", "full", "full"]
+    without_edit = prefix_merging(records[:3])
+    assert [t.metadata["end"] for t in without_edit.traces] == ["full", "full"]
+    assert (without_edit.stats.chains_truncated, without_edit.stats.merge_rate) == (0, 1.0)
+
+
+def test_a_chain_started_by_a_break_keeps_its_conversations_first_request() -> None:
+    p1 = [*FIRST, 20, 90, E, T, 30, E, A]  # renders call 0's answer [20 21] as [20 90]
+    p2 = [*p1, 22, E, T, 31, E, A]
+    title = [IM, SYSTEM_ROLE, NL, 10, 11, E, IM, USER_ROLE, NL, 60, E, A]
+    edited = [*FIRST[:12], 88, E, A]  # the first request, then other history
+    records = [call(0, FIRST, [20, 21, E]), call(1, p1, [22, E]), call(2, p2, [23, E])]
+    for late, kind in ((title, "side_request"), (edited, "prefix_break")):
+        build = prefix_merging([*records, call(3, late, [61, E])], drift="strict")
+        assert [t.seqs for t in build.traces] == [(0,), (1, 2), (3,)]
+        # both chains share as much; the newer one, started by the drift split, is closest, and its first request
+        # is still FIRST's (up to index 11), not all of p1
+        assert [(s.kind, s.closest) for s in build.stats.splits] == [("drift", 0), (kind, 1)]
+        assert build.traces[1].metadata["end"] == ("full" if kind == "side_request" else "truncated")

@@ -2,7 +2,11 @@
 
 Each conversation renders the previous answer exactly (sampled ids, then E if the model did not sample it), then a
 tool result, then the opening of the next assistant turn, like a chat template would. Ops interleave conversations,
-start new ones (sharing 0..3 system ids), retry the last prompt, compact history and fail calls.
+start new ones (sharing 0..3 system ids), retry the last prompt, compact history and fail calls; ``drift`` renders
+the previous answer with its first id changed, as a template that re-serialises an answer would.
+
+Every build is also run on the same records stored and read back as prompt views (`Expander(views=True)`), and must
+come out the same: the views' pointer test for "extends" is an optimisation, never a different answer.
 """
 
 from __future__ import annotations
@@ -15,7 +19,9 @@ from hypothesis import strategies as st
 from trajectory_helpers import A, E, T, call, failed
 
 from polar_cli.capture import CaptureRecord
+from polar_cli.capture.record import Compactor, Expander, PromptView
 from polar_cli.trajectory import Build, per_request, prefix_merging
+from polar_cli.trajectory.prefix_merging import Drift
 
 SYSTEM = [10, 11, 12]
 
@@ -53,10 +59,13 @@ class Harness:
         self.conversations.append(conv)
         self.send(conv, conv.prompt, length, cut)
 
-    def step(self, conv: Conversation, tool: int, length: int, cut: bool) -> None:
+    def step(self, conv: Conversation, tool: int, length: int, cut: bool, drift: bool = False) -> None:
         assert conv.sampled is not None
-        closing = [] if conv.sampled[-1] == E else [E]
-        prompt = [*conv.prompt, *conv.sampled, *closing, T, *range(20, 20 + tool), E, A]
+        ended = conv.sampled[-1] == E
+        body = conv.sampled[:-1] if ended else conv.sampled
+        if drift:
+            body = [self.unique(), *body[1:]]
+        prompt = [*conv.prompt, *body, E, T, *range(20, 20 + tool), E, A]
         self.send(conv, prompt, length, cut)
 
     def retry(self, conv: Conversation, length: int, cut: bool) -> None:
@@ -69,12 +78,18 @@ class Harness:
         self.records.append(failed(len(self.records)))
 
 
+OPS = ["step", "step", "step", "new", "retry", "compact", "fail"]
 op = st.tuples(
-    st.sampled_from(["step", "step", "step", "new", "retry", "compact", "fail"]),
+    st.sampled_from(OPS),
     st.integers(0, 5),  # which conversation
     st.integers(0, 3),  # shared system ids / tool length
     st.integers(1, 4),  # sampled length
     st.booleans(),  # cut by max tokens
+)
+
+
+drifting_op = st.tuples(
+    st.sampled_from([*OPS, "drift"]), st.integers(0, 5), st.integers(0, 3), st.integers(1, 4), st.booleans()
 )
 
 
@@ -83,8 +98,8 @@ def run(ops: Sequence[tuple[str, int, int, int, bool]]) -> list[CaptureRecord]:
     h.new(3, 2, False)
     for kind, which, k, length, cut in ops:
         conv = h.conversations[which % len(h.conversations)]
-        if kind == "step":
-            h.step(conv, k, length, cut)
+        if kind in ("step", "drift"):
+            h.step(conv, k, length, cut, drift=kind == "drift")
         elif kind == "new":
             h.new(k, length, cut)
         elif kind == "retry":
@@ -118,12 +133,26 @@ def sampled_by_trace(build: Build, records: dict[int, CaptureRecord]) -> dict[in
     return found
 
 
+def as_views(records: list[CaptureRecord]) -> list[CaptureRecord]:
+    """The records as `read_session_views` hands them back: stored compactly, rebuilt as prompt views."""
+    compactor, expander = Compactor(), Expander(views=True)
+    out = [expander.expand(compactor.compact(r)) for r in records]
+    assert all(isinstance(r.prompt_ids, PromptView) for r in out)
+    return out
+
+
+def merge_both_ways(records: list[CaptureRecord], drift: Drift = "tolerant") -> Build:
+    build = prefix_merging(records, drift=drift)
+    assert prefix_merging(as_views(records), drift=drift) == build
+    return build
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.lists(op, max_size=40))
 def test_every_sampled_id_is_trainable_exactly_once_in_order(ops: list[tuple[str, int, int, int, bool]]) -> None:
     records = run(ops)
     trainable = {r.seq: r for r in records if r.status == "ok"}
-    merged = prefix_merging(records)
+    merged = merge_both_ways(records)
     found = sampled_by_trace(merged, trainable)
     assert found == {seq: r.response_ids for seq, r in trainable.items()}
     assert sum(sum(t.loss_mask) for t in merged.traces) == sum(len(r.response_ids) for r in trainable.values())
@@ -132,7 +161,24 @@ def test_every_sampled_id_is_trainable_exactly_once_in_order(ops: list[tuple[str
     assert s.chains_full + s.chains_truncated == s.chains_total == len(merged.traces)
     assert s.completions_skipped == len(records) - len(trainable)
     assert len(s.splits) == s.chains_total - 1
-    assert s.turns_drifted == 0
+    assert s.turns_drifted == s.drift_tokens == 0
+    assert merge_both_ways(records, "strict") == merged  # nothing drifts: strict changes nothing
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(drifting_op, max_size=40))
+def test_strict_drift_keeps_every_trace_exact_and_drops_no_call(ops: list[tuple[str, int, int, int, bool]]) -> None:
+    records = run(ops)
+    trainable = {r.seq: r for r in records if r.status == "ok"}
+    strict = merge_both_ways(records, "strict")
+    # sampled_by_trace checks that prompt + response is exactly the last call's prompt + sampled ids
+    assert sampled_by_trace(strict, trainable) == {seq: r.response_ids for seq, r in trainable.items()}
+    assert strict.stats.turns_drifted == strict.stats.drift_tokens == 0
+    tolerant = merge_both_ways(records, "tolerant")
+    drifts = strict.stats.split_counts().get("drift", 0)
+    # each drift op changes one id of one answer; tolerant merges there instead of splitting
+    assert tolerant.stats.turns_drifted == tolerant.stats.drift_tokens == drifts
+    assert tolerant.stats.chains_total == strict.stats.chains_total - drifts
 
 
 @settings(max_examples=200, deadline=None)
@@ -140,7 +186,7 @@ def test_every_sampled_id_is_trainable_exactly_once_in_order(ops: list[tuple[str
 def test_per_request_and_prefix_merging_carry_the_same_sampled_ids(ops: list[tuple[str, int, int, int, bool]]) -> None:
     records = run(ops)
     trainable = {r.seq: r for r in records if r.status == "ok"}
-    merged = sampled_by_trace(prefix_merging(records), trainable)
+    merged = sampled_by_trace(merge_both_ways(records), trainable)
     single = sampled_by_trace(per_request(records), trainable)
     assert merged == single
 
