@@ -15,6 +15,8 @@ from typing import Any, Literal
 from polar_cli.errors import ConfigError
 
 DialectName = Literal["sglang", "sglang-legacy", "vllm"]
+# where a chat call carries exact prompt token ids in token-in mode (polar_cli/translate/token_in.py)
+TokenInField = Literal["input_ids", "kv_transfer_params.prompt_token_ids"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,9 +28,18 @@ class Dialect:
     aborts: bool
     # the dialects the start-up probe tries, in order, for a server configured as this one
     probe_order: tuple[DialectName, ...]
+    # the chat-route field that makes the server take prompt token ids instead of rendering the messages; None: the
+    # dialect has no token-in route known to Polar and every call is rendered by the server
+    token_in_field: TokenInField | None = None
 
 
-SGLANG = Dialect("sglang", {"return_token_ids": True}, aborts=True, probe_order=("sglang", "sglang-legacy"))
+SGLANG = Dialect(
+    "sglang",
+    {"return_token_ids": True},
+    aborts=True,
+    probe_order=("sglang", "sglang-legacy"),
+    token_in_field="input_ids",
+)
 # SGLang releases before return_token_ids: the ids come back through meta_info
 SGLANG_LEGACY = Dialect(
     "sglang-legacy",
@@ -36,7 +47,13 @@ SGLANG_LEGACY = Dialect(
     aborts=True,
     probe_order=("sglang-legacy",),
 )
-VLLM = Dialect("vllm", {"return_token_ids": True}, aborts=False, probe_order=("vllm",))
+VLLM = Dialect(
+    "vllm",
+    {"return_token_ids": True},
+    aborts=False,
+    probe_order=("vllm",),
+    token_in_field="kv_transfer_params.prompt_token_ids",
+)
 
 DIALECTS: Mapping[DialectName, Dialect] = {d.name: d for d in (SGLANG, SGLANG_LEGACY, VLLM)}
 

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
 from polar_cli.errors import ContextLengthError, TokenCaptureError, UpstreamError
 from polar_cli.translate.dialects import SGLANG, Dialect
 from polar_cli.translate.ir import ChatRequest, FinishReason, Image, Message, Text, ToolCall, ToolKind, Usage
+
+ReasoningMode = Literal["reinject", "as-sent"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +34,9 @@ class UpstreamOptions:
     # engine-specific fields added to every call (repetition_penalty, structured_outputs, logit_bias, ...); they never
     # replace what the harness asked for nor the token-capture fields
     extra_body: Mapping[str, Any] | None = None
+    # reinject: assistant turns sent back without their reasoning get the reasoning they were sampled with
+    # (gateway/reasoning.py); as-sent: the history goes to the server as the harness sent it
+    reasoning: ReasoningMode = "reinject"
 
 
 @dataclass(frozen=True, slots=True)
