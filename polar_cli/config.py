@@ -93,7 +93,19 @@ class EngineConfig(_Strict):
     model: str | None = None
     """Served model name sent upstream and written to the corpus (None: asked from the server, or the policy name)."""
     tokenizer: str | None = None
-    """kind=gold|noop: tokenizer directory (transformers format), or ``qwen3`` for the bundled Qwen3 tokenizer."""
+    """Tokenizer directory (transformers format; on a GPU box the model directory the server loads), or ``qwen3``
+    for the bundled Qwen3 tokenizer. Needed by kind gold|noop, and by ``token_in`` (which defaults it to the launch
+    section's local ``model_path``)."""
+    chat_template: str | None = None
+    """A chat template file to use instead of the tokenizer's own (the same file the server is given)."""
+    token_in: bool = False
+    """Send each call that continues an earlier call of its session as exact token ids (previous prompt + sampled
+    ids + the rendering of only the new messages): the trajectory is then exactly what the model saw."""
+    template_traits: dict[str, bool] | None = None
+    """What the chat template refuses or drops (e.g. ``{single_leading_system: true}``), declared instead of
+    detected: by default they are found by rendering probes with the local template, else by probing the server."""
+    reasoning: Literal["reinject", "as-sent"] = "reinject"
+    """reinject: assistant turns the harness sends back without their reasoning get it back; as-sent: untouched."""
     sglang: SGLangConfig | None = None
     """kind=sglang: how to launch the server."""
     gpus: int | None = Field(default=None, ge=0)
@@ -115,7 +127,29 @@ class EngineConfig(_Strict):
             raise ValueError("kind sglang needs url (a running server) or the sglang section (to launch one)")
         if self.kind in ("gold", "noop") and not self.tokenizer:
             raise ValueError(f"kind {self.kind} needs tokenizer (a tokenizer directory, or qwen3)")
+        if self.token_in and self.tokenizer_source() is None:
+            raise ValueError("token_in needs tokenizer (the model directory: its tokenizer and chat template)")
         return self
+
+    @field_validator("template_traits")
+    @classmethod
+    def _known_traits(cls, value: dict[str, bool] | None) -> dict[str, bool] | None:
+        from polar_cli.templates.traits import TemplateTraits
+
+        if value is not None:
+            try:
+                TemplateTraits.from_mapping(value)
+            except ConfigError as exc:
+                raise ValueError(str(exc)) from exc
+        return value
+
+    def tokenizer_source(self) -> str | None:
+        """``tokenizer``, else a launched server's local model directory (the same files the server loads)."""
+        if self.tokenizer:
+            return self.tokenizer
+        if self.kind == "sglang" and self.sglang is not None and Path(self.sglang.model_path).is_dir():
+            return self.sglang.model_path
+        return None
 
     def upstream_dialect(self) -> DialectName:
         """The token fields to ask the server for (SGLang's current and legacy releases are told apart by a probe)."""
@@ -175,6 +209,10 @@ class BuilderConfig(_Strict):
     """prefix_merging: one trace per conversation chain; per_request: one trace per model call."""
     eot_token_id: int | None = Field(default=None, ge=0)
     """End-of-turn id for prefix_merging (None: the engine's, else detected per session)."""
+    drift: Literal["strict", "tolerant"] = "tolerant"
+    """prefix_merging, when the template rendered an answer other than it was sampled: tolerant merges and keeps the
+    sampled ids (counted in drift_tokens); strict starts a new trace there, so prompt + response is always exactly
+    what the last call saw and sampled."""
 
 
 class OutputConfig(_Strict):
@@ -332,6 +370,8 @@ def resolve_paths(data: dict[str, Any], base: Path) -> None:
     if isinstance(engine, dict):
         if isinstance(engine.get("tokenizer"), str):
             engine["tokenizer"] = _resolve(base, engine["tokenizer"])
+        if isinstance(engine.get("chat_template"), str):
+            engine["chat_template"] = _resolve(base, engine["chat_template"])
         sglang = engine.get("sglang")
         if isinstance(sglang, dict) and isinstance(sglang.get("model_path"), str):
             sglang["model_path"] = _resolve(base, sglang["model_path"])

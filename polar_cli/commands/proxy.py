@@ -51,6 +51,22 @@ def proxy(
         str | None,
         typer.Option(help="JSON of engine fields added to every call, e.g. '{\"repetition_penalty\": 1.05}'"),
     ] = None,
+    token_in: Annotated[
+        bool,
+        typer.Option(
+            "--token-in",
+            help="Send each call that continues an earlier one of its session as exact token ids (needs --tokenizer)",
+        ),
+    ] = False,
+    tokenizer: Annotated[
+        str | None, typer.Option(help="Tokenizer directory: the model directory the server loads (or qwen3)")
+    ] = None,
+    chat_template: Annotated[
+        Path | None, typer.Option(help="Chat template file, when the server is given one instead of the model's")
+    ] = None,
+    reasoning: Annotated[
+        str, typer.Option(help="reinject: give turns sent back without reasoning their sampled reasoning; as-sent")
+    ] = "reinject",
     log_level: Annotated[str, typer.Option(help="debug | info | warning")] = "info",
 ) -> None:
     """Serve the four provider APIs from an OpenAI-compatible inference server, recording every token."""
@@ -63,9 +79,14 @@ def proxy(
         upstream_dialect = dialect_named(dialect)
         kwargs = _json_object_option("--chat-template-kwargs", chat_template_kwargs)
         extra = _json_object_option("--upstream-extra", upstream_extra)
+        if reasoning not in ("reinject", "as-sent"):
+            raise ConfigError(f"--reasoning must be reinject or as-sent, not {reasoning!r}")
+        if token_in and not tokenizer:
+            raise ConfigError("--token-in needs --tokenizer (the model directory: its tokenizer and chat template)")
         sessions = SessionRegistry(allow_unknown=allow_unknown_keys)
         for key, session_id in parse_session_keys(session_key or []):
             sessions.open(session_id, key)
+        token_in_state = _token_in(tokenizer, chat_template) if token_in else None
     if not allow_unknown_keys and not session_key:
         typer.echo(
             "note: no --session-key given and --allow-unknown-keys off: every call will be refused (401)", err=True
@@ -84,5 +105,16 @@ def proxy(
                 max_tokens_cap=max_tokens_cap,
                 upstream_timeout=upstream_timeout,
                 extra_body=extra,
+                reasoning=reasoning,  # type: ignore[arg-type]
+                token_in=token_in_state,
             )
         )
+
+
+def _token_in(tokenizer: str | None, chat_template: Path | None) -> Any:
+    from polar_cli.gateway.continuation import TokenIn
+    from polar_cli.inference.tokenizers import ChatTokenizer
+
+    assert tokenizer is not None
+    loaded = ChatTokenizer.load(tokenizer, chat_template=chat_template)
+    return TokenIn(loaded.template, loaded.vocab, loaded.turn_ends)

@@ -18,13 +18,24 @@ from typing import Any
 import orjson
 
 from polar_cli.capture import CaptureRecord, CaptureWriter
-from polar_cli.capture.record import CaptureStatus
-from polar_cli.errors import ErrorKind, RequestError, UpstreamError
+from polar_cli.capture.record import CaptureStatus, PromptMode
+from polar_cli.errors import ErrorKind, PolarError, RequestError, UpstreamError
+from polar_cli.gateway.continuation import (
+    Continuation,
+    SampledTurn,
+    TokenIn,
+    answer_message,
+    call_context,
+    continuation_prompt,
+    find_continuation,
+)
 from polar_cli.gateway.sessions import Session, SessionRegistry, api_key, redact_headers, redact_query
 from polar_cli.gateway.upstream_client import UPSTREAM_PATH, Upstream
+from polar_cli.templates import TemplateTraits, make_template_safe
 from polar_cli.translate.codec import Codec, Route
 from polar_cli.translate.ir import ChatRequest, Completion
 from polar_cli.translate.registry import CODECS, error_codec_for_path, route_for_path, route_for_unknown_path
+from polar_cli.translate.token_in import prompt_mismatch, refusal, token_in_request
 from polar_cli.translate.upstream import (
     UpstreamAnswer,
     UpstreamOptions,
@@ -68,6 +79,11 @@ class _Call:
     upstream_body: dict[str, Any] | None = None
     upstream_bytes: bytes | None = None
     upstream_answer: dict[str, Any] | None = None
+    # token-in mode: how the prompt was made, and why not from ids when it was rendered
+    prompt_mode: PromptMode | None = None
+    prompt_note: str | None = None
+    # the template-safety rules that reshaped the history (templates/normalize.py)
+    template_rules: tuple[str, ...] = ()
 
 
 class Gateway:
@@ -78,9 +94,15 @@ class Gateway:
         options: UpstreamOptions,
         sessions: SessionRegistry,
         capture: CaptureWriter | None,
+        token_in: TokenIn | None = None,
+        traits: TemplateTraits | None = None,
     ) -> None:
         self.upstream = upstream
         self.options = options
+        self.token_in = token_in
+        # what the server's chat template refuses or drops (templates/traits.py); None: the history goes as it is
+        self.traits = traits
+        self._turn_end_ids = token_in.turn_end_ids if token_in is not None else frozenset()
         self.sessions = sessions
         self.capture = capture
         # call ids: a random per-process prefix and a counter (uuid4 per call costs an urandom read on the hot path)
@@ -120,12 +142,21 @@ class Gateway:
 
     async def _call_upstream(self, codec: Codec, call: _Call, chat: ChatRequest, state: CallState) -> Reply:
         completion_id = f"{self._id_prefix}{next(self._ids):012x}"
-        call.upstream_body = chat_body(chat, self.options, rid=completion_id)
-        call.upstream_bytes = orjson.dumps(call.upstream_body)
+        body = call.upstream_body = chat_body(chat, self.options, rid=completion_id)
+        if self.options.reasoning == "reinject":
+            body["messages"], _ = call.session.reasoning.reinject(body["messages"])
+        if self.traits is not None:
+            body["messages"], call.template_rules = make_template_safe(body["messages"], self.traits)
+        call.upstream_bytes = orjson.dumps(body)
+        sent = call.upstream_bytes
+        ids = await self._token_in_prompt(call, body) if self.token_in is not None else None
+        if ids is not None:
+            # the capture keeps the body without the ids (they are the record's prompt ids): no quadratic growth
+            sent = orjson.dumps(token_in_request(self.options.dialect, body, ids)[1])
         try:
             state.waiting_upstream = True
             try:
-                response = await self.upstream.post_json(UPSTREAM_PATH, call.upstream_bytes, session=call.session.id)
+                response = await self.upstream.post_json(UPSTREAM_PATH, sent, session=call.session.id)
             finally:
                 state.waiting_upstream = False
             if response.status != 200:
@@ -137,6 +168,9 @@ class Gateway:
             if not isinstance(call.upstream_answer, dict):
                 raise UpstreamError("upstream answer is not a JSON object")
             answer = parse_answer(call.upstream_answer, tool_kinds(chat.tools))
+            if ids is not None and (mismatch := prompt_mismatch(ids, answer.tokens)) is not None:
+                # the server rendered the messages itself: a faithful capture of that prompt, recorded as such
+                call.prompt_mode, call.prompt_note = "rendered", mismatch
         except UpstreamError as exc:
             log.warning("session %s call %d: %s", call.session.id, call.seq, exc.message)
             self._record(call, "upstream_error", error=exc.message)
@@ -153,11 +187,55 @@ class Gateway:
                 task.add_done_callback(self._aborts.discard)
             raise
         completion = _completion(completion_id, chat, answer, codec.tool_call_id_prefix, call.started)
+        self._remember(call.session, body, completion, answer)
         self._record(call, "ok", answer=answer)
         if not chat.stream:
             return Reply(200, orjson.dumps(codec.encode_response(chat, completion)))
         stream = codec.stream(chat, completion, call.route)
         return Reply(200, b"", stream.content_type, stream=stream.chunks)
+
+    async def _token_in_prompt(self, call: _Call, body: dict[str, Any]) -> list[int] | None:
+        """The exact prompt ids of a call that continues an earlier one (module `continuation`); None: rendered."""
+        assert self.token_in is not None
+        found = find_continuation(call.session.turns, body, self._turn_end_ids)
+        if not isinstance(found, Continuation):
+            call.prompt_mode, call.prompt_note = "rendered", found
+            return None
+        refused = refusal(self.options.dialect, body)
+        if refused is not None:
+            call.prompt_mode, call.prompt_note = "rendered", refused
+            return None
+        token_in = self.token_in
+        try:
+            # rendering a long history costs milliseconds: off the loop that serves every harness
+            ids = await asyncio.get_running_loop().run_in_executor(
+                None, continuation_prompt, found, token_in.template, token_in.vocab, body, token_in.turn_ends
+            )
+        except PolarError as exc:  # the template refused: the server renders it and answers as it does
+            ids, note = None, f"template: {exc}"
+        else:
+            note = "the template rewrote the history (turn ends differ)"
+        if ids is None:
+            call.prompt_mode, call.prompt_note = "rendered", note
+            return None
+        call.prompt_mode = "token_in"
+        return ids
+
+    def _remember(self, session: Session, body: dict[str, Any], completion: Completion, answer: UpstreamAnswer) -> None:
+        """Keep what later calls of the session need: the reasoning of this answer, its tokens (token-in)."""
+        calls = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in completion.tool_calls
+        ]
+        message = answer_message(completion.text, completion.reasoning, calls)
+        if self.options.reasoning == "reinject":
+            session.reasoning.remember(message)
+        if self.token_in is not None:
+            tokens = answer.tokens
+            turn = SampledTurn(
+                tuple(body["messages"]), call_context(body), message, tokens.prompt_ids, tokens.response_ids
+            )
+            session.turns.append(turn)
 
     async def close(self) -> None:
         """Finish the aborts still under way (bounded), then close the upstream connections."""
@@ -197,6 +275,9 @@ class Gateway:
             response_logprobs=tokens.response_logprobs if tokens else [],
             finish_reason=tokens.finish_reason if tokens else None,
             error=error or None,
+            prompt_mode=call.prompt_mode,
+            prompt_note=call.prompt_note,
+            template_rules=call.template_rules,
         )
         try:
             self.capture.write(record)

@@ -15,13 +15,15 @@ from typing import Any
 
 from polar_cli.capture import CaptureWriter
 from polar_cli.errors import ConfigError
+from polar_cli.gateway.continuation import TokenIn
 from polar_cli.gateway.handler import Gateway
-from polar_cli.gateway.probe import probe_dialect, served_model
+from polar_cli.gateway.probe import probe_dialect, probe_traits, served_model, with_server_rules
 from polar_cli.gateway.server import GatewayServer
 from polar_cli.gateway.sessions import SessionRegistry
 from polar_cli.gateway.upstream_client import UpstreamClient, upstream_root
+from polar_cli.templates import detect_traits
 from polar_cli.translate.dialects import Dialect
-from polar_cli.translate.upstream import UpstreamOptions
+from polar_cli.translate.upstream import ReasoningMode, UpstreamOptions
 
 log = logging.getLogger("polar.proxy")
 
@@ -50,6 +52,8 @@ async def serve(
     upstream_timeout: float,
     extra_body: dict[str, Any] | None = None,
     ready: asyncio.Event | None = None,
+    reasoning: ReasoningMode = "reinject",
+    token_in: TokenIn | None = None,
 ) -> None:
     """Run the gateway until SIGINT/SIGTERM; every capture record is flushed before it returns."""
     client = UpstreamClient(upstream_root(upstream), timeout=upstream_timeout)
@@ -61,10 +65,17 @@ async def serve(
         chat_template_kwargs=chat_template_kwargs,
         max_tokens_cap=max_tokens_cap,
         extra_body=extra_body,
+        reasoning=reasoning,
     )
     options = replace(options, dialect=await probe_dialect(client, options))
+    traits = detect_traits(token_in.template) if token_in is not None else await probe_traits(client, options)
+    traits = with_server_rules(traits, options.dialect)
+    log.info("chat template traits: %s", ", ".join(traits.held) or "none")
     writer = CaptureWriter(capture_dir)
-    server = GatewayServer(Gateway(upstream=client, options=options, sessions=sessions, capture=writer))
+    gateway = Gateway(
+        upstream=client, options=options, sessions=sessions, capture=writer, token_in=token_in, traits=traits
+    )
+    server = GatewayServer(gateway)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

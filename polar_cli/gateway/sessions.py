@@ -4,17 +4,26 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import parse_qs
 
 from polar_cli.errors import AuthError
+from polar_cli.gateway.continuation import SampledTurn
+from polar_cli.gateway.reasoning import ReasoningMemory
+
+# answered calls a session keeps for token-in continuation (sub-agents and side requests interleave with the main one)
+TURNS_KEPT = 16
 
 
 @dataclass(slots=True)
 class Session:
     id: str
     calls: int = 0
+    # what the gateway remembers of the session's answers (`reasoning`, `continuation`)
+    reasoning: ReasoningMemory = field(default_factory=ReasoningMemory)
+    turns: deque[SampledTurn] = field(default_factory=lambda: deque(maxlen=TURNS_KEPT))
 
     def next_seq(self) -> int:
         seq = self.calls

@@ -17,12 +17,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from polar_cli.config import EngineConfig
-from polar_cli.gateway.probe import probe_dialect, served_model
+from polar_cli.gateway.continuation import TokenIn
+from polar_cli.gateway.probe import probe_dialect, probe_traits, served_model, with_server_rules
 from polar_cli.gateway.upstream_client import Upstream, UpstreamClient, upstream_root
 from polar_cli.inference.gold import POLICIES
 from polar_cli.inference.launcher import SGLangServer, launch_sglang
 from polar_cli.inference.scripted import ScriptedUpstream
 from polar_cli.inference.tokenizers import ChatTokenizer
+from polar_cli.templates import ChatTemplate, TemplateTraits, detect_traits
 from polar_cli.translate.dialects import dialect
 from polar_cli.translate.upstream import UpstreamOptions
 
@@ -39,6 +41,10 @@ class EngineHandle:
     gpus: int
     # the end-of-turn id the engine is known to use (scripted engines); None: detected from the capture
     eot_token_id: int | None = None
+    # token-in mode: the model's template and vocabulary the gateway renders new messages with
+    token_in: TokenIn | None = None
+    # what the engine's chat template refuses or drops: the gateway reshapes each history to fit (templates/)
+    traits: TemplateTraits | None = None
     scripted: ScriptedUpstream | None = None
     server: SGLangServer | None = None
 
@@ -63,26 +69,57 @@ def _options(config: EngineConfig, model: str) -> UpstreamOptions:
         chat_template_kwargs=config.chat_template_kwargs,
         max_tokens_cap=config.max_tokens_cap,
         extra_body=config.extra_body,
+        reasoning=config.reasoning,
     )
 
 
-async def _probed(handle: EngineHandle) -> EngineHandle:
-    # probe_dialect only calls post_json, which every upstream kind has
+def load_tokenizer(config: EngineConfig) -> ChatTokenizer:
+    source = config.tokenizer_source()
+    assert source is not None  # checked by the recipe model
+    template = Path(config.chat_template) if config.chat_template else None
+    return ChatTokenizer.load(source, chat_template=template)
+
+
+def token_in_of(tokenizer: ChatTokenizer) -> TokenIn:
+    return TokenIn(tokenizer.template, tokenizer.vocab, tokenizer.turn_ends)
+
+
+async def _probed(
+    handle: EngineHandle, config: EngineConfig, template: ChatTemplate | None, executor: Executor | None
+) -> EngineHandle:
+    # the probes only call post_json, which every upstream kind has
     handle.options = replace(handle.options, dialect=await probe_dialect(handle.upstream, handle.options))
+    handle.traits = await template_traits(handle, config, template, executor)
+    log.info("chat template traits: %s", ", ".join(handle.traits.held) or "none")
     return handle
+
+
+async def template_traits(
+    handle: EngineHandle, config: EngineConfig, template: ChatTemplate | None, executor: Executor | None
+) -> TemplateTraits:
+    """Declared in the recipe, else detected by rendering the local template, else probed on the server."""
+    if config.template_traits is not None:
+        return TemplateTraits.from_mapping(config.template_traits)
+    if template is not None:
+        traits = await asyncio.get_running_loop().run_in_executor(executor, detect_traits, template)
+    else:
+        traits = await probe_traits(handle.upstream, handle.options)
+    return with_server_rules(traits, handle.options.dialect)
 
 
 async def open_engine(config: EngineConfig, run_dir: Path, *, executor: Executor | None = None) -> EngineHandle:
     """The engine ``config`` names, started if need be and probed; the caller must `EngineHandle.close` it."""
     loop = asyncio.get_running_loop()
     if config.kind in ("gold", "noop"):
-        assert config.tokenizer is not None  # checked by the recipe model
-        tokenizer = await loop.run_in_executor(executor, ChatTokenizer.load, config.tokenizer)
+        tokenizer = await loop.run_in_executor(executor, load_tokenizer, config)
         model = config.model or f"polar-{config.kind}"
         scripted = ScriptedUpstream(POLICIES[config.kind], tokenizer, model, executor=executor)
         handle = EngineHandle(config.kind, scripted, _options(config, model), config.gpu_count(), tokenizer.eot_id)
         handle.scripted = scripted
-        return await _probed(handle)
+        handle.token_in = token_in_of(tokenizer) if config.token_in else None
+        return await _probed(handle, config, tokenizer.template, executor)
+    local = await loop.run_in_executor(executor, load_tokenizer, config) if config.tokenizer_source() else None
+    token_in = token_in_of(local) if local is not None and config.token_in else None
     server: SGLangServer | None = None
     if config.launches():
         assert config.sglang is not None
@@ -92,11 +129,13 @@ async def open_engine(config: EngineConfig, run_dir: Path, *, executor: Executor
         assert config.url is not None
         url = upstream_root(config.url)
     client = UpstreamClient(url, timeout=config.upstream_timeout)
-    handle = EngineHandle(config.kind, client, _options(config, "default"), config.gpu_count(), server=server)
+    handle = EngineHandle(
+        config.kind, client, _options(config, "default"), config.gpu_count(), server=server, token_in=token_in
+    )
     try:
         name = config.model or (config.sglang.served_model_name if config.sglang is not None else None)
         handle.options = replace(handle.options, model=name or await served_model(client))
-        await _probed(handle)
+        await _probed(handle, config, local.template if local is not None else None, executor)
     except BaseException:
         await handle.close()
         raise

@@ -31,7 +31,12 @@ class NodeGateway:
         self.sessions = SessionRegistry()
         self.capture = CaptureWriter(capture_dir)
         gateway = Gateway(
-            upstream=engine.upstream, options=engine.options, sessions=self.sessions, capture=self.capture
+            upstream=engine.upstream,
+            options=engine.options,
+            sessions=self.sessions,
+            capture=self.capture,
+            token_in=engine.token_in,
+            traits=engine.traits,
         )
         self.server = GatewayServer(gateway)
         self.url = ""

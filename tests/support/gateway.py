@@ -11,10 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from polar_cli.capture import CaptureWriter
+from polar_cli.gateway.continuation import TokenIn
 from polar_cli.gateway.handler import Gateway
 from polar_cli.gateway.server import GatewayServer, ServerLimits
 from polar_cli.gateway.sessions import SessionRegistry
 from polar_cli.gateway.upstream_client import UpstreamClient
+from polar_cli.templates import TemplateTraits
 from polar_cli.translate.dialects import DialectName, dialect
 from polar_cli.translate.upstream import UpstreamOptions
 
@@ -49,6 +51,8 @@ def running_gateway(
     allow_unknown_keys: bool = False,
     limits: ServerLimits | None = None,
     upstream_timeout: float = 30.0,
+    token_in: TokenIn | None = None,
+    traits: TemplateTraits | None = None,
     **options: Any,
 ) -> Iterator[RunningGateway]:
     loop = asyncio.new_event_loop()
@@ -61,6 +65,8 @@ def running_gateway(
         options=UpstreamOptions(dialect(dialect_name), model=model, **options),
         sessions=sessions,
         capture=writer,
+        token_in=token_in,
+        traits=traits,
     )
     server = GatewayServer(gateway, limits or ServerLimits())
     host, port = asyncio.run_coroutine_threadsafe(server.start("127.0.0.1", 0), loop).result(10)

@@ -54,7 +54,12 @@ def test_proxy_probes_the_token_fields_serves_and_flushes_on_sigterm(tmp_path: P
         sessions = read_capture_dir(tmp_path)
         assert list(sessions) == ["session-a"] and len(sessions["session-a"]) == 3
         probe = upstream.chat_requests[0].body
-        assert probe["max_tokens"] == 2 and len(upstream.chat_requests) == 3 + (2 if dialect == "sglang-legacy" else 1)
+        rids = [str(r.body.get("rid", "")) for r in upstream.chat_requests]
+        dialect_probes = [r for r in rids if r.startswith("polar-probe-sglang")]
+        # then the chat template's traits are probed (templates/traits.py), then the harness's three calls
+        trait_probes = [r for r in rids if r.startswith("polar-probe-traits")]
+        assert probe["max_tokens"] == 2 and len(dialect_probes) == (2 if dialect == "sglang-legacy" else 1)
+        assert trait_probes and len(rids) == len(dialect_probes) + len(trait_probes) + 3
 
 
 def test_proxy_refuses_to_start_on_an_upstream_without_token_ids(tmp_path: Path) -> None:

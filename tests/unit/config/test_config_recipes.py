@@ -160,3 +160,16 @@ def test_the_command_exits_2_on_a_bad_recipe_or_override(tmp_path: Path) -> None
     result = runner.invoke(app, [str(tmp_path / "nope.yaml")])
     assert result.exit_code == 2 and "nope.yaml" in result.output
     assert not any(tmp_path.iterdir())  # nothing was started or written
+
+
+def test_token_in_needs_the_models_tokenizer_and_defaults_to_the_launched_model_dir(tmp_path: Path) -> None:
+    from polar_cli.config import EngineConfig
+
+    with pytest.raises(ValueError, match="token_in needs tokenizer"):
+        EngineConfig(kind="vllm", url="http://x", token_in=True)
+    launched = EngineConfig(kind="sglang", sglang={"model_path": str(tmp_path)}, token_in=True)  # type: ignore[arg-type]
+    assert launched.tokenizer_source() == str(tmp_path)
+    assert EngineConfig(kind="vllm", url="http://x", token_in=True, tokenizer="qwen3").tokenizer_source() == "qwen3"
+    assert EngineConfig(kind="gold", tokenizer="qwen3").reasoning == "reinject"
+    with pytest.raises(ValueError, match="reasoning"):
+        EngineConfig(kind="gold", tokenizer="qwen3", reasoning="keep")  # type: ignore[arg-type]

@@ -56,7 +56,9 @@ def final_stream_text(sse: str) -> tuple[str, list[dict[str, Any]]]:
 async def conversation(tmp_path: Path) -> dict[str, Any]:
     if not (QWEN3_TINY_DIR / "tokenizer.json").is_file():
         pytest.fail(f"{QWEN3_TINY_DIR} is missing: run scripts/setup-tests")
-    engine = await open_engine(EngineConfig(kind="gold", tokenizer=str(QWEN3_TINY_DIR)), tmp_path)
+    # token-in: the gold engine's Qwen3 turns open with an empty think block that re-rendering would drop
+    config = EngineConfig(kind="gold", tokenizer=str(QWEN3_TINY_DIR), token_in=True)
+    engine = await open_engine(config, tmp_path)
     gateway = NodeGateway(engine, tmp_path / "capture")
     url = await gateway.start()
     out: dict[str, Any] = {"engine": engine}
@@ -104,6 +106,7 @@ def test_gold_through_the_node_gateway_per_session(tmp_path: Path) -> None:
     assert all(r.prompt_ids and r.response_ids for r in records)
     assert records[0].response_ids[-1] == QWEN3_IM_END == out["engine"].eot_token_id
     # the second prompt extends the first prompt + what was sampled: one trace, nothing drifted
+    assert [r.prompt_mode for r in records] == ["rendered", "token_in"]
     build = prefix_merging(records, QWEN3_IM_END)
     assert len(build.traces) == 1 and build.stats.completions_merged == 1 and build.stats.turns_drifted == 0
     trace = build.traces[0]

@@ -1,0 +1,95 @@
+"""Reasoning re-injection (``engine.reasoning: reinject``): each assistant turn gets back the reasoning it was sampled
+with.
+
+Harnesses drop the model's reasoning when they send the history back (most APIs have no field for it, and those that
+do are often configured not to echo it). Templates that keep reasoning inside a tool loop (Qwen3.5, Qwen3 after the
+last user query) then render a different turn than the model wrote, and the next prompt no longer extends the last.
+The gateway remembers, per session, the reasoning of each answer it gave, keyed by the turn's tool-call ids (minted
+unique per session by the gateway) and by its content (text, call names, parsed arguments: for harnesses that send
+calls back without ids); a turn sent back without reasoning gets it back. A turn the harness sends with reasoning of
+its own is left as sent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import orjson
+
+# turns remembered per session; an agent session rarely has more (the oldest go first)
+LIMIT = 4096
+
+
+def turn_key(message: Mapping[str, Any]) -> str | None:
+    """The key of an assistant turn: its tool-call ids, else `content_key`."""
+    ids = [str(c.get("id")) for c in message.get("tool_calls") or () if isinstance(c, Mapping) and c.get("id")]
+    if ids:
+        return "calls:" + ",".join(ids)
+    return content_key(message)
+
+
+def content_key(message: Mapping[str, Any]) -> str | None:
+    """A digest of a turn's text and its calls' names and parsed arguments; None for an empty turn.
+
+    For harnesses that send calls back without the gateway's ids (Pi on the Gemini API sends a ``functionCall``
+    with no id: the decoder numbers it by position).
+    """
+    content = message.get("content")
+    text = content if isinstance(content, str) else ""
+    if isinstance(content, list):
+        text = "".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
+    calls = []
+    for call in message.get("tool_calls") or ():
+        fn = call.get("function") if isinstance(call, Mapping) else None
+        if isinstance(fn, Mapping):
+            calls.append([fn.get("name"), _parsed(fn.get("arguments"))])
+    if not text.strip() and not calls:
+        return None
+    canonical = orjson.dumps([text.strip(), calls], option=orjson.OPT_SORT_KEYS)
+    return "content:" + hashlib.sha256(canonical).hexdigest()
+
+
+def _parsed(arguments: Any) -> Any:
+    if isinstance(arguments, str):
+        try:
+            return orjson.loads(arguments)
+        except orjson.JSONDecodeError:
+            return arguments
+    return arguments
+
+
+class ReasoningMemory:
+    def __init__(self, limit: int = LIMIT) -> None:
+        self.limit = limit
+        self._by_key: OrderedDict[str, str] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._by_key)
+
+    def remember(self, answer: Mapping[str, Any]) -> None:
+        reasoning = answer.get("reasoning_content")
+        if not reasoning:
+            return
+        for key in dict.fromkeys((turn_key(answer), content_key(answer))):
+            if key is not None:
+                self._by_key[key] = str(reasoning)
+                self._by_key.move_to_end(key)
+        while len(self._by_key) > self.limit:
+            self._by_key.popitem(last=False)
+
+    def reinject(self, messages: Sequence[Mapping[str, Any]]) -> tuple[list[Mapping[str, Any]], int]:
+        """``messages`` with remembered reasoning put back into assistant turns sent without any; how many."""
+        out: list[Mapping[str, Any]] = []
+        restored = 0
+        for m in messages:
+            if m.get("role") == "assistant" and not m.get("reasoning_content") and self._by_key:
+                keys = (k for k in (turn_key(m), content_key(m)) if k is not None and k in self._by_key)
+                reasoning = next((self._by_key[k] for k in keys), None)
+                if reasoning is not None:
+                    m = {**m, "reasoning_content": reasoning}
+                    restored += 1
+            out.append(m)
+        return out, restored
