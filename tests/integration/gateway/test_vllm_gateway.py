@@ -20,6 +20,8 @@ import pytest
 
 from polar_cli.capture import CaptureRecord, read_session
 from polar_cli.capture.store import session_file
+from polar_cli.gateway.continuation import TokenIn
+from polar_cli.inference.tokenizers import ChatTokenizer
 from polar_cli.trajectory.per_request import per_request
 from polar_cli.trajectory.prefix_merging import prefix_merging
 from polar_cli.trajectory.report import explain
@@ -118,16 +120,16 @@ FORCE_TOOL_CALL = {
 NO_THINKING = {"chat_template_kwargs": {"enable_thinking": False}}
 
 
-def test_tool_session_on_the_real_qwen3_template_merges_and_reports(qwen3_tiny: VLLMServer, tmp_path: Path) -> None:
-    from transformers import AutoTokenizer
-
+def weather_session(server: VLLMServer, tmp_path: Path, **gateway: Any) -> list[CaptureRecord]:
+    """Three forced tool turns of a weather bot through the gateway, as the OpenAI SDK sends them."""
     with running_gateway(
-        qwen3_tiny.url,
+        server.url,
         tmp_path,
         dialect_name="vllm",
         model="qwen3-tiny",
         upstream_timeout=300,
         extra_body=FORCE_TOOL_CALL,
+        **gateway,
     ) as gw:
         client = openai.OpenAI(base_url=gw.url + "/v1", api_key=gw.open_session("qwen-tools"), max_retries=0)
         messages: list[Any] = [
@@ -150,7 +152,13 @@ def test_tool_session_on_the_real_qwen3_template_merges_and_reports(qwen3_tiny: 
                 {"role": "assistant", "content": message.content, "tool_calls": [call.model_dump(exclude_none=True)]}
             )
             messages.append({"role": "tool", "tool_call_id": call.id, "content": f"result {turn}: 18C, cloudy"})
-        records = records_of(gw, "qwen-tools")
+        return records_of(gw, "qwen-tools")
+
+
+def test_tool_session_on_the_real_qwen3_template_merges_and_reports(qwen3_tiny: VLLMServer, tmp_path: Path) -> None:
+    from transformers import AutoTokenizer
+
+    records = weather_session(qwen3_tiny, tmp_path)
     assert len(records) == 3
     check_exact(qwen3_tiny, records)
     by_request = per_request(records)
@@ -170,3 +178,20 @@ def test_tool_session_on_the_real_qwen3_template_merges_and_reports(qwen3_tiny: 
     assert [s.kind for s in merged.stats.splits] == ["prefix_break", "prefix_break"], report
     for split, record in zip(merged.stats.splits, records, strict=False):
         assert split.at == len(record.prompt_ids) - 4  # <think> \n\n </think> \n\n: the last four prompt ids
+
+
+def test_token_in_on_vllm_merges_the_tool_session_into_one_trace(qwen3_tiny: VLLMServer, tmp_path: Path) -> None:
+    """The same session in token-in mode: each continuation goes as the previous prompt + sampled ids + only the new
+    messages rendered (vLLM's kv_transfer_params.prompt_token_ids), so the think block Qwen3 drops stays: one trace."""
+    tk = ChatTokenizer.load(str(QWEN3_TINY_DIR))
+    records = weather_session(qwen3_tiny, tmp_path, token_in=TokenIn(tk.template, tk.vocab, tk.turn_ends))
+    assert [r.prompt_mode for r in records] == ["rendered", "token_in", "token_in"], [r.prompt_note for r in records]
+    for prev, nxt in itertools.pairwise(records):
+        assert list(nxt.prompt_ids[: len(prev.prompt_ids) + len(prev.response_ids)]) == [
+            *prev.prompt_ids,
+            *prev.response_ids,
+        ]
+    merged = prefix_merging(records)
+    assert len(merged.traces) == 1 and merged.stats.splits == () and merged.stats.drift_tokens == 0
+    trainable = [i for t in merged.traces for i, m in zip(t.response_ids, t.loss_mask, strict=True) if m]
+    assert trainable == [i for r in records for i in r.response_ids]
