@@ -9,12 +9,9 @@ harnesses leave out of the history they send back, as in the recordings.
 
 What is simulated: the engine is a template-rendering double (`ScriptedUpstream`: prompt = the real chat template
 rendered and encoded, or the gateway's ``input_ids``; sampled ids = `ChatTokenizer.sampled_ids`, the template's
-rendering of the answer as the last message), not a model. Where that rendering does not continue the prompt (Gemma 4
-with thinking off, gpt-oss after a re-injected tool-call turn) the double falls back to the answer's rendering after a
-single user message (column ``fb``; ``--strict-sampling`` makes those calls fail instead). Answers are the recorded
-harness's own next turns, so no harness reacts to anything else. gpt-oss, Gemma 4 and Nemotron-3-Super are tokenised
-with the Qwen3.5 vocabulary plus their control tokens (`tests/support/templates.py`): their templates and rules are
-real, their id counts are not.
+rendering of the answer as the last message), not a model. Answers are the recorded harness's own next turns, so no
+harness reacts to anything else. gpt-oss, Gemma 4 and Nemotron-3-Super are tokenised with the Qwen3.5 vocabulary plus
+their control tokens (`tests/support/templates.py`): their templates and rules are real, their id counts are not.
 
 Grid: template x harness x thinking (``chat_template_kwargs.enable_thinking`` off/on) x mode:
   as-sent   reasoning "as-sent": the server renders every prompt from the history as the harness sent it
@@ -30,7 +27,7 @@ common_prefix_len(prompt(k+1), prompt(k) + sampled(k)) over the sum of len(promp
 could reuse instead of prefilling.
 
     python scripts/bench_fidelity.py [--templates qwen3.5,gpt-oss] [--harnesses pi,codex] [--modes token-in]
-                                     [--json FILE] [--reasons] [--strict-sampling]
+                                     [--json FILE] [--reasons]
 """
 
 from __future__ import annotations
@@ -74,8 +71,8 @@ THINKING = (False, True)
 TOKEN_IN_EXACT, TOKEN_IN_REUSE = 0.99, 0.99
 REINJECT_EXACT, REINJECT_TEMPLATE = 0.95, "qwen3.5"
 WINDOW = 12  # ids decoded on each side where a pair stops chaining
-COUNTS = ("sessions", "calls", "injected", "failed", "refused", "fallback", "recorded_pairs", "pairs", "exact",
-          "drift_tokens", "pair_drift_tokens", "traces", "reuse_ids", "ceiling_ids", "prompt_ids")  # fmt: skip
+COUNTS = ("sessions", "calls", "injected", "failed", "refused", "recorded_pairs", "pairs", "exact", "drift_tokens",
+          "pair_drift_tokens", "traces", "reuse_ids", "ceiling_ids", "prompt_ids")  # fmt: skip
 
 
 @dataclass
@@ -89,7 +86,6 @@ class Cell:
     injected: int = 0  # answered with the recorder's own injected error
     failed: int = 0  # failed otherwise
     refused: int = 0  # of the failed: the template raised (the rest: the double found no rendering of the answer)
-    fallback: int = 0  # ok calls whose sampled ids came from the double's fallback
     recorded_pairs: int = 0  # consecutive calls whose recorded histories hold call k's answer right after call k's
     pairs: int = 0  # continuation pairs among consecutive ok calls
     exact: int = 0
@@ -158,7 +154,6 @@ def _count_calls(
     cell.calls += len(outcomes)
     cell.injected += sum(o.call.injected_status is not None for o in outcomes)
     cell.recorded_pairs += sum(c.continued for c in session.calls)
-    cell.fallback += sum(o.fallback and o.status == 200 for o in outcomes)
     for o in outcomes:
         if o.status != 200 and o.call.injected_status is None:
             refused = isinstance(o.raised, TemplateError)
@@ -212,11 +207,9 @@ def measure(cell: Cell, session: RecordedSession, outcomes: list[CallOutcome], t
     cell.drift_tokens += int(drift) if drift is not None else 0
 
 
-async def _run_cell(
-    cells: dict[str, Cell], sessions: list[RecordedSession], tk: ChatTokenizer, work: Path, *, lenient: bool
-) -> None:
+async def _run_cell(cells: dict[str, Cell], sessions: list[RecordedSession], tk: ChatTokenizer, work: Path) -> None:
     some = next(iter(cells.values()))
-    upstream = ReplayUpstream(tk, lenient=lenient)
+    upstream = ReplayUpstream(tk)
     registry = SessionRegistry()
     capture = CaptureWriter(work)
     gateway = Gateway(
@@ -243,9 +236,7 @@ async def _run_cell(
         measure(cells[s.harness], s, outcomes[s.id], tk, session_file(work, s.id))
 
 
-def run_grid(
-    names: Sequence[str], sessions: list[RecordedSession], modes: Sequence[str], work: Path, *, lenient: bool
-) -> list[Cell]:
+def run_grid(names: Sequence[str], sessions: list[RecordedSession], modes: Sequence[str], work: Path) -> list[Cell]:
     harnesses = sorted({s.harness for s in sessions})
     out: list[Cell] = []
     for name in names:
@@ -254,7 +245,7 @@ def run_grid(
             for mode in modes:
                 cells = {h: Cell(name, h, thinking, mode) for h in harnesses}
                 capture = work / f"{name}-{'on' if thinking else 'off'}-{mode}"
-                asyncio.run(_run_cell(cells, sessions, tk, capture, lenient=lenient))
+                asyncio.run(_run_cell(cells, sessions, tk, capture))
                 out += cells.values()
     return out
 
@@ -275,7 +266,7 @@ def _total(cells: Sequence[Cell], mode: str, thinking: bool | None = None) -> Ce
 
 
 HEADER = (
-    f"{'harness':<11} {'think':<5} {'mode':<8} {'calls':>5} {'inj':>3} {'fail':>4} {'ref':>3} {'fb':>3} {'pairs':>5} "
+    f"{'harness':<11} {'think':<5} {'mode':<8} {'calls':>5} {'inj':>3} {'fail':>4} {'ref':>3} {'pairs':>5} "
     f"{'exact':>5} {'exact%':>6} {'drift':>5} {'tr/ses':>6} {'reuse%':>6}"
 )
 
@@ -284,7 +275,7 @@ def _row(c: Cell) -> str:
     per_session = c.traces / c.sessions if c.sessions else 0.0
     return (
         f"{c.harness:<11} {'on' if c.thinking else 'off':<5} {c.mode:<8} {c.calls:>5} {c.injected:>3} {c.failed:>4} "
-        f"{c.refused:>3} {c.fallback:>3} {f'{c.pairs}/{c.recorded_pairs}':>5} {c.exact:>5} {_pct(c.exact_share):>6} "
+        f"{c.refused:>3} {f'{c.pairs}/{c.recorded_pairs}':>5} {c.exact:>5} {_pct(c.exact_share):>6} "
         f"{c.drift_tokens:>5} {per_session:>6.2f} {_pct(c.reuse):>6}"
     )
 
@@ -372,7 +363,6 @@ def main() -> None:
     ap.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of {', '.join(MODES)}")
     ap.add_argument("--json", type=Path, help="write every figure to this file")
     ap.add_argument("--reasons", action="store_true", help="also say why pairs did not continue or chain")
-    ap.add_argument("--strict-sampling", action="store_true", help="no fallback for the double's sampled ids")
     args = ap.parse_args()
     try:
         names = [templates.case(n).name for n in args.templates.split(",") if n]
@@ -390,7 +380,7 @@ def main() -> None:
     logging.getLogger("polar").setLevel(logging.CRITICAL)  # refused calls are counted and listed, not logged
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench-fidelity-") as tmp:
-        cells = run_grid(names, sessions, modes, Path(tmp), lenient=not args.strict_sampling)
+        cells = run_grid(names, sessions, modes, Path(tmp))
     seconds = time.perf_counter() - start
     print(
         f"replayed {len(sessions)} recorded sessions ({sum(len(s.calls) for s in sessions)} calls) x {len(names)} "
@@ -401,7 +391,7 @@ def main() -> None:
         rows = [
             {**vars(c), "exact_share": c.exact_share, "reuse": c.reuse, "reuse_ceiling": c.reuse_ceiling} for c in cells
         ]
-        payload = {"seconds": seconds, "strict_sampling": args.strict_sampling, "cells": rows, "targets": verdicts}
+        payload = {"seconds": seconds, "cells": rows, "targets": verdicts}
         args.json.write_text(json.dumps(payload, indent=1) + "\n")
 
 

@@ -90,7 +90,8 @@ def find_continuation(
     return reason
 
 
-def _text(content: Any) -> str:
+def content_text(content: Any) -> str:
+    """A message's text: its string content, or its parts' texts joined."""
     if content is None:
         return ""
     if isinstance(content, str):
@@ -100,7 +101,8 @@ def _text(content: Any) -> str:
     return str(content)
 
 
-def _arguments(raw: Any) -> Any:
+def parsed_arguments(raw: Any) -> Any:
+    """Tool-call arguments as JSON (the wire's string parsed), or as they are when they do not parse."""
     if isinstance(raw, str):
         try:
             return orjson.loads(raw)
@@ -114,7 +116,7 @@ def _calls(message: Mapping[str, Any]) -> list[tuple[str, Any]]:
     for call in message.get("tool_calls") or ():
         fn = call.get("function") if isinstance(call, Mapping) else None
         fn = fn if isinstance(fn, Mapping) else {}
-        out.append((str(fn.get("name") or ""), _arguments(fn.get("arguments"))))
+        out.append((str(fn.get("name") or ""), parsed_arguments(fn.get("arguments"))))
     return out
 
 
@@ -124,7 +126,7 @@ def same_message(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
         return True
     return (
         a.get("role") == b.get("role")
-        and _text(a.get("content")) == _text(b.get("content"))
+        and content_text(a.get("content")) == content_text(b.get("content"))
         and _calls(a) == _calls(b)
         and a.get("tool_call_id") == b.get("tool_call_id")
         and (a.get("reasoning_content") or None) == (b.get("reasoning_content") or None)
@@ -139,11 +141,11 @@ def same_answer(sent: Mapping[str, Any], answer: Mapping[str, Any]) -> bool:
     """
     if sent.get("role") != "assistant":
         return False
-    reasoning = _text(sent.get("reasoning_content")).strip()
+    reasoning = content_text(sent.get("reasoning_content")).strip()
     return (
-        _text(sent.get("content")).strip() == _text(answer.get("content")).strip()
+        content_text(sent.get("content")).strip() == content_text(answer.get("content")).strip()
         and _calls(sent) == _calls(answer)
-        and (not reasoning or reasoning == _text(answer.get("reasoning_content")).strip())
+        and (not reasoning or reasoning == content_text(answer.get("reasoning_content")).strip())
     )
 
 

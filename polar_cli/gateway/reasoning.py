@@ -19,6 +19,8 @@ from typing import Any
 
 import orjson
 
+from polar_cli.gateway.continuation import content_text, parsed_arguments
+
 # turns remembered per session; an agent session rarely has more (the oldest go first)
 LIMIT = 4096
 
@@ -37,28 +39,16 @@ def content_key(message: Mapping[str, Any]) -> str | None:
     For harnesses that send calls back without the gateway's ids (Pi on the Gemini API sends a ``functionCall``
     with no id: the decoder numbers it by position).
     """
-    content = message.get("content")
-    text = content if isinstance(content, str) else ""
-    if isinstance(content, list):
-        text = "".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
+    text = content_text(message.get("content"))
     calls = []
     for call in message.get("tool_calls") or ():
         fn = call.get("function") if isinstance(call, Mapping) else None
         if isinstance(fn, Mapping):
-            calls.append([fn.get("name"), _parsed(fn.get("arguments"))])
+            calls.append([fn.get("name"), parsed_arguments(fn.get("arguments"))])
     if not text.strip() and not calls:
         return None
     canonical = orjson.dumps([text.strip(), calls], option=orjson.OPT_SORT_KEYS)
     return "content:" + hashlib.sha256(canonical).hexdigest()
-
-
-def _parsed(arguments: Any) -> Any:
-    if isinstance(arguments, str):
-        try:
-            return orjson.loads(arguments)
-        except orjson.JSONDecodeError:
-            return arguments
-    return arguments
 
 
 class ReasoningMemory:

@@ -26,6 +26,7 @@ import orjson
 from polar_cli.gateway.upstream_client import UPSTREAM_PATH
 from polar_cli.inference.gold import Policy, ScriptedTurn, Task, turn_message
 from polar_cli.inference.tokenizers import ChatTokenizer
+from polar_cli.templates import sglang_tools
 from polar_cli.wire.http11 import Response
 
 log = logging.getLogger("polar.engine")
@@ -104,7 +105,9 @@ class ScriptedUpstream:
         turn = self.policy.next_turn(request, task)
         call_ids = [f"call_{call:08x}{i:02x}" for i in range(len(turn.tool_calls))]
         message = turn_message(turn, call_ids)
-        messages, tools = request["messages"], request.get("tools")
+        # the tools as SGLang hands them to the template; none when the call says tool_choice "none"
+        tools = sglang_tools(request.get("tools")) if request.get("tool_choice") != "none" else None
+        messages = request["messages"]
         kwargs = request.get("chat_template_kwargs")
         # token-in (SGLang's ``input_ids``): the prompt is what the gateway sent; the messages still drive the policy
         given = request.get("input_ids")

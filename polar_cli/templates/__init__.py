@@ -1,6 +1,6 @@
 """Chat templates and vocabularies: what the model saw, rendered and tokenised as its server does (README.md)."""
 
-from polar_cli.templates.chat import ChatTemplate, TemplateError, template_message
+from polar_cli.templates.chat import ChatTemplate, TemplateError, sglang_tools, template_message
 from polar_cli.templates.normalize import make_template_safe
 from polar_cli.templates.traits import TemplateTraits, detect_traits
 from polar_cli.templates.vocab import HFVocab, TiktokenVocab, Vocab, qwen3_5_vocab, with_tokens
@@ -15,6 +15,7 @@ __all__ = [
     "detect_traits",
     "make_template_safe",
     "qwen3_5_vocab",
+    "sglang_tools",
     "template_message",
     "with_tokens",
 ]

@@ -112,6 +112,32 @@ def _call_with_object_arguments(call: Any) -> Any:
     return {**call, "function": {**function, "arguments": parsed}}
 
 
+_FUNCTION_FIELDS = ("description", "name", "parameters", "strict", "defer_loading")
+
+
+def sglang_tools(tools: Sequence[Mapping[str, Any]] | None) -> list[dict[str, Any]] | None:
+    """Tools as SGLang 0.5.23 hands them to the template: each request tool through its ``Tool`` model's dump.
+
+    The wrapper keeps ``type``, ``function`` and an always-present ``defer_loading`` (null when unset: the Qwen
+    templates write it into the prompt with ``tojson``); the function keeps its known fields in the client's order, then
+    the missing of ``description``/``name``/``parameters`` as null, ``strict``/``defer_loading`` only when set.
+    """
+    if not tools:
+        return None
+    out = []
+    for tool in tools:
+        fn = tool.get("function")
+        fn = fn if isinstance(fn, Mapping) else {}
+        wrapper_defer = tool.get("defer_loading")
+        values = {k: fn.get(k) for k in _FUNCTION_FIELDS}
+        if values["defer_loading"] is None:
+            values["defer_loading"] = wrapper_defer
+        order = [k for k in fn if k in _FUNCTION_FIELDS] + [k for k in _FUNCTION_FIELDS if k not in fn]
+        function = {k: values[k] for k in order if values[k] is not None or k not in ("strict", "defer_loading")}
+        out.append({"type": tool.get("type", "function"), "function": function, "defer_loading": wrapper_defer})
+    return out
+
+
 @dataclass(frozen=True)
 class ChatTemplate:
     """A template's Jinja source and the special-token names it may use (``bos_token``, ``eos_token``, ...)."""

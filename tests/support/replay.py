@@ -8,10 +8,9 @@ retries. The harness's next recorded request is then what it would have sent aft
 tool-call ids: the gateway mints its own, so after each answer the recorder's ids of that turn are replaced by the
 gateway's in every later body of the run (string substitution on the JSON).
 
-What this cannot show: what a model would have sampled (the engine is `ScriptedUpstream` rendering the real
-template; `LenientTokenizer` covers the turns its strict rule finds no rendering for), or a harness reacting to an
-answer other than the recorded one. Gemini function calls the harness sent back without an id (Pi) keep the
-decoder's positional id, so nothing is substituted for them: as in a live run.
+What this cannot show: what a model would have sampled (the engine is `ScriptedUpstream` rendering the real template),
+or a harness reacting to an answer other than the recorded one. Gemini function calls the harness sent back without an
+id (Pi) keep the decoder's positional id, so nothing is substituted for them: as in a live run.
 """
 
 from __future__ import annotations
@@ -24,8 +23,6 @@ from urllib.parse import urlencode
 
 import orjson
 
-from polar_cli.capture.record import common_prefix_len
-from polar_cli.errors import ConfigError
 from polar_cli.gateway.continuation import same_message
 from polar_cli.gateway.handler import Gateway, Reply
 from polar_cli.gateway.upstream_client import UPSTREAM_PATH
@@ -167,47 +164,6 @@ def recorded_sessions(min_calls: int = 2) -> list[RecordedSession]:
     return sessions
 
 
-class LenientTokenizer(ChatTokenizer):
-    """`ChatTokenizer` with a fallback where ``sampled_text`` finds no rendering of the answer after the prompt.
-
-    The strict rule (the answer rendered as the last message must continue the prompt's text) fails where a template
-    renders the generation prompt and the finished turn differently: Gemma 4 with thinking off opens the turn with
-    an empty thought channel that the finished turn lacks, gpt-oss drops the analysis of an earlier tool-call turn
-    once a final answer follows. A model would sample after that prompt all the same; the fallback takes what the
-    template writes for the answer after the shared start of the generation prompt, in a one-message conversation
-    (the same tools and settings). ``fallbacks`` counts the answers it made.
-    """
-
-    fallbacks = 0
-
-    @classmethod
-    def of(cls, tk: ChatTokenizer) -> LenientTokenizer:
-        history_ends = [t for t in tk.turn_ends if t not in tk.eot_tokens]
-        return cls(tk.template, tk.vocab, tk.eot_tokens, history_ends)
-
-    def sampled_text(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        tools: Sequence[Mapping[str, Any]] | None,
-        turn: Mapping[str, Any],
-        kwargs: Mapping[str, Any] | None = None,
-    ) -> str:
-        try:
-            return super().sampled_text(messages, tools, turn, kwargs)
-        except ConfigError:
-            pass
-        stub = [{"role": "user", "content": "polar-replay"}]
-        prompt = self.render(stub, tools, kwargs, generation_prompt=True)
-        full = self.render([*stub, turn], tools, kwargs, generation_prompt=False)
-        rest = full[common_prefix_len(prompt, full) :]
-        ends = [(i, t) for t in self.eot_tokens if (i := rest.find(t)) >= 0]
-        if not ends:
-            raise ConfigError("the chat template renders no assistant turn, even after a single user message")
-        self.fallbacks += 1
-        at, token = min(ends)
-        return rest[: at + len(token)]
-
-
 class _Engine(ScriptedUpstream):
     """`ScriptedUpstream` that keeps what it raised, so a replay tells a template's refusal from the double's limits."""
 
@@ -225,16 +181,12 @@ class _Engine(ScriptedUpstream):
 class ReplayUpstream:
     """`ScriptedUpstream` answering each call with the turn set in ``next``, or an int: that HTTP error."""
 
-    def __init__(self, tokenizer: ChatTokenizer, model: str = "replay", *, lenient: bool = True) -> None:
+    def __init__(self, tokenizer: ChatTokenizer, model: str = "replay") -> None:
         self.name = "replay"
         self.next: ScriptedTurn | int = ScriptedTurn(FINAL_TEXT)
-        self.tokenizer = LenientTokenizer.of(tokenizer) if lenient else tokenizer
+        self.tokenizer = tokenizer
         self.engine = _Engine(self, self.tokenizer, model)
         self.base_url = self.engine.base_url
-
-    @property
-    def fallbacks(self) -> int:
-        return self.tokenizer.fallbacks if isinstance(self.tokenizer, LenientTokenizer) else 0
 
     def next_turn(self, body: Mapping[str, Any], task: Task | None) -> ScriptedTurn:
         assert isinstance(self.next, ScriptedTurn)
@@ -307,7 +259,6 @@ class CallOutcome:
     # what the engine raised, when it failed the call: TemplateError (the template refused the conversation) or
     # another error (ConfigError: the double found no rendering of the answer after the prompt)
     raised: BaseException | None = None
-    fallback: bool = False  # the sampled ids came from `LenientTokenizer`'s fallback
 
 
 def _error_message(body: bytes) -> str:
@@ -341,16 +292,14 @@ async def replay(
         headers = {**call.headers, _AUTH_HEADER[call.api]: value}
         target = call.path + (f"?{call.query}" if call.query else "")
         upstream.engine.raised = None
-        fallbacks = upstream.fallbacks
         reply = await gateway.handle(Request("POST", target, call.path, call.query, headers, body, True))
-        fallback = upstream.fallbacks > fallbacks
         if reply.status != 200 or call.answer is None:
             error = _error_message(reply.body) if reply.status != 200 else None
-            out.append(CallOutcome(call, reply.status, error, raised=upstream.engine.raised, fallback=fallback))
+            out.append(CallOutcome(call, reply.status, error, raised=upstream.engine.raised))
             continue
         ids = reply_tool_call_ids(reply)
         for old_id, new_id in zip(call.answer.recorded_ids, ids, strict=False):
             if old_id:
                 subs[orjson.dumps(old_id)] = orjson.dumps(new_id)
-        out.append(CallOutcome(call, reply.status, None, tuple(ids), fallback=fallback))
+        out.append(CallOutcome(call, reply.status, None, tuple(ids)))
     return out

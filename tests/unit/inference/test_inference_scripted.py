@@ -19,7 +19,7 @@ from polar_cli.inference import tokenizers
 from polar_cli.inference.gold import GOLD_DONE, GoldPolicy, NoopPolicy, Task
 from polar_cli.inference.scripted import ScriptedUpstream
 from polar_cli.inference.tokenizers import ChatTokenizer, resolve_tokenizer
-from polar_cli.templates import template_message
+from polar_cli.templates import sglang_tools, template_message
 from polar_cli.translate.upstream import UpstreamOptions, token_capture
 from tests.support.models import QWEN3_IM_END, QWEN3_TINY_DIR
 
@@ -60,7 +60,7 @@ def test_gold_answers_in_sglang_shape_and_ids_chain(qwen3: ChatTokenizer) -> Non
     call = choice["message"]["tool_calls"][0]
     assert call["function"]["name"] == "bash" and PATCH in json.loads(call["function"]["arguments"])["command"]
     tokens = token_capture(first)  # the gateway's own reader finds every token field
-    assert tokens.prompt_ids == qwen3.prompt_ids(MESSAGES, TOOLS)
+    assert tokens.prompt_ids == qwen3.prompt_ids(MESSAGES, sglang_tools(TOOLS))  # the tools as SGLang dumps them
     assert tokens.response_ids[-1] == QWEN3_IM_END and set(tokens.response_logprobs) == {0.0}
     assert first["usage"]["completion_tokens"] == len(tokens.response_ids) and first["id"] == "r1"
     # thinking is on (the template's default): the model opens its turn with a think block, empty here

@@ -16,6 +16,7 @@ import pytest
 from sglang.srt.entrypoints.openai.protocol import ChatCompletionRequest, Tool
 
 from polar_cli.templates import TemplateError
+from polar_cli.templates import sglang_tools as product_sglang_tools
 from polar_cli.translate.registry import CODECS, route_for_path
 from polar_cli.translate.upstream import UpstreamOptions, chat_body
 from tests.support import templates
@@ -23,9 +24,8 @@ from tests.support.recordings import recorded
 from tests.support.sglang_chat import Refusal, SGLangTemplate
 
 # The Qwen templates write each tool whole (`tool | tojson`), and SGLang hands them Tool.model_dump(), whose unset
-# wrapper-level defer_loading comes along: `{"type": "function", "function": {...}, "defer_loading": null}`. The mirror
-# passes the request's tools as sent, so its Qwen prompts lack `, "defer_loading": null` after every tool.
-TOOLS_AS_SENT_DIFFER = {"qwen3", "qwen3.5", "qwen3.6-unsloth"}
+# wrapper-level defer_loading comes along: `{"type": "function", "function": {...}, "defer_loading": null}`; the
+# product's `templates.sglang_tools` shapes tools the same way.
 
 
 @cache
@@ -53,6 +53,8 @@ def mirror_render(name: str, body: dict[str, Any], *, sglang_tools: bool) -> str
     tools = body.get("tools") if body.get("tool_choice") != "none" else None
     if tools and sglang_tools:
         tools = [Tool.model_validate(t).model_dump() for t in tools]
+    elif tools:
+        tools = product_sglang_tools(tools)
     try:
         return templates.template(name).render(body["messages"], tools, body.get("chat_template_kwargs"))
     except TemplateError as exc:
@@ -95,20 +97,22 @@ def test_the_mirror_renders_what_sglang_renders_given_sglangs_tool_objects(name:
     assert rendered > 0
 
 
+@pytest.mark.parametrize("name", templates.NAMES)
+def test_the_mirror_renders_what_sglang_renders(name: str) -> None:
+    """With the product's own `sglang_tools` (what the scripted engines render with), not SGLang's models."""
+    mismatches, rendered, refused = compare(name, sglang_tools=False)
+    assert mismatches == [] and rendered + refused == len(upstream_bodies())
+
+
 @pytest.mark.parametrize(
-    "name",
+    "tool",
     [
-        pytest.param(
-            n,
-            marks=pytest.mark.xfail(
-                strict=True, reason="ChatTemplate.render passes tools as sent; SGLang passes Tool.model_dump()"
-            ),
-        )
-        if n in TOOLS_AS_SENT_DIFFER
-        else n
-        for n in templates.NAMES
+        {"type": "function", "function": {"name": "ls"}},
+        {"type": "function", "function": {"parameters": {"type": "object"}, "name": "ls", "description": "d"}},
+        {"type": "function", "function": {"name": "ls", "strict": True, "x-extra": 1}, "defer_loading": True},
+        {"function": {"name": "ls", "defer_loading": False, "description": None}},
     ],
 )
-def test_the_mirror_renders_what_sglang_renders(name: str) -> None:
-    mismatches, _, _ = compare(name, sglang_tools=False)
-    assert mismatches == []
+def test_the_products_tool_shape_is_sglangs_model_dump(tool: dict[str, Any]) -> None:
+    assert product_sglang_tools([tool]) == [Tool.model_validate(tool).model_dump()]
+    assert list(product_sglang_tools([tool])[0]["function"]) == list(Tool.model_validate(tool).model_dump()["function"])
