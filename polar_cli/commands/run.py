@@ -41,7 +41,12 @@ def run(
         typer.Option(help="gold | noop (scripted, no server); with --upstream: sglang | sglang-legacy | vllm"),
     ] = None,
     model: Annotated[str | None, typer.Option(help="Served model name (default: the server's first)")] = None,
-    tokenizer: Annotated[str | None, typer.Option(help="gold/noop: tokenizer dir, or qwen3 (default)")] = None,
+    tokenizer: Annotated[
+        str | None, typer.Option(help="gold/noop: tokenizer dir, or qwen3 (default); with --token-in: the model dir")
+    ] = None,
+    token_in: Annotated[
+        bool, typer.Option("--token-in", help="Send continuing calls as exact token ids (docs/fidelity.md)")
+    ] = False,
     timeout: Annotated[float, typer.Option(help="Seconds for the whole session, from container start")] = 1800.0,
     out: Annotated[
         Path | None, typer.Option(help="Directory for capture and artifacts (default runs/<session>)")
@@ -60,7 +65,7 @@ def run(
         with exit_codes(interrupted="interrupted: the session's container was removed"):
             adhoc = AdhocRun(
                 harness=get_adapter(harness),
-                engine=engine_config(upstream, engine, model, tokenizer),
+                engine=engine_config(upstream, engine, model, tokenizer, token_in),
                 target=resolve_target(image, instruction, instance, manifest, image_template),
                 out_dir=out or Path("runs") / session_id,
                 session_id=session_id,

@@ -33,7 +33,9 @@ class Target:
     gold_patch: str | None = None
 
 
-def engine_config(upstream: str | None, engine: str | None, model: str | None, tokenizer: str | None) -> EngineConfig:
+def engine_config(
+    upstream: str | None, engine: str | None, model: str | None, tokenizer: str | None, token_in: bool = False
+) -> EngineConfig:
     """The engine to answer the session: a running server (``--upstream``) or a scripted policy (``--engine``)."""
     from pydantic import ValidationError
 
@@ -43,9 +45,16 @@ def engine_config(upstream: str | None, engine: str | None, model: str | None, t
                 raise ConfigError(
                     f"--engine with --upstream names its token fields (the dialect): one of {', '.join(DIALECTS)}"
                 )
-            return EngineConfig(kind="server", url=upstream, dialect=engine or "sglang", model=model)  # type: ignore[arg-type]
+            return EngineConfig(
+                kind="server",
+                url=upstream,
+                dialect=engine or "sglang",  # type: ignore[arg-type]
+                model=model,
+                tokenizer=tokenizer,
+                token_in=token_in,
+            )
         if engine in SCRIPTED:
-            return EngineConfig(kind=engine, tokenizer=tokenizer or "qwen3", model=model)  # type: ignore[arg-type]
+            return EngineConfig(kind=engine, tokenizer=tokenizer or "qwen3", model=model, token_in=token_in)  # type: ignore[arg-type]
     except ValidationError as exc:
         raise ConfigError(f"engine: {exc.errors()[0]['msg']}") from exc
     raise ConfigError(

@@ -90,6 +90,10 @@ def test_engine_configs() -> None:
     gold = engine_config(None, "gold", None, None)
     assert (gold.kind, gold.tokenizer) == ("gold", "qwen3")
     assert engine_config(None, "noop", None, "/tok").tokenizer == "/tok"
+    assert engine_config(None, "gold", None, None, token_in=True).token_in is True
+    with pytest.raises(ConfigError, match="token_in needs tokenizer"):
+        engine_config("http://gpu:30000", None, None, None, token_in=True)
+    assert engine_config("http://gpu:30000", None, None, "/models/q", token_in=True).tokenizer == "/models/q"
 
 
 def test_session_result_counts_captured_calls(tmp_path: Path) -> None:
