@@ -24,11 +24,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import orjson
 
+from polar_cli.errors import PolarError
 from polar_cli.templates import ChatTemplate, Vocab
+from polar_cli.translate.dialects import Dialect
+from polar_cli.translate.token_in import refusal
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,8 +42,8 @@ class SampledTurn:
     messages: tuple[Mapping[str, Any], ...]  # the upstream messages, as sent
     context: bytes  # tools + template kwargs, serialised: a continuation must share them
     answer: Mapping[str, Any]  # the assistant message the harness will send back (content, reasoning, tool calls)
-    prompt_ids: list[int]
-    sampled_ids: list[int]
+    prompt_ids: Sequence[int]  # kept as array('i'): a session holds several long prompts
+    sampled_ids: Sequence[int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,7 +228,27 @@ class TokenIn:
     # the tokens that end a turn in a rendered history (the first ends every sampled turn)
     turn_ends: tuple[str, ...]
 
-    @property
+    @cached_property
     def turn_end_ids(self) -> frozenset[int]:
         ids = (self.vocab.token_id(t) for t in self.turn_ends)
         return frozenset(i for i in ids if i is not None)
+
+
+def token_in_prompt(
+    turns: Sequence[SampledTurn], body: Mapping[str, Any], token_in: TokenIn, dialect: Dialect
+) -> list[int] | str:
+    """The exact prompt ids of a call that continues one of ``turns``, or why it goes to the server to render.
+
+    Pure and CPU-bound (comparing the history, rendering it): the gateway runs it off its event loop.
+    """
+    found = find_continuation(turns, body, token_in.turn_end_ids)
+    if not isinstance(found, Continuation):
+        return found
+    refused = refusal(dialect, body)
+    if refused is not None:
+        return refused
+    try:
+        ids = continuation_prompt(found, token_in.template, token_in.vocab, body, token_in.turn_ends)
+    except PolarError as exc:  # the template refused: the server renders it and answers as it does
+        return f"template: {exc}"
+    return ids if ids is not None else "the template rewrote the history (turn ends differ)"

@@ -12,6 +12,7 @@ import itertools
 import logging
 import secrets
 import time
+from array import array
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -19,23 +20,15 @@ import orjson
 
 from polar_cli.capture import CaptureRecord, CaptureWriter
 from polar_cli.capture.record import CaptureStatus, PromptMode
-from polar_cli.errors import ErrorKind, PolarError, RequestError, UpstreamError
-from polar_cli.gateway.continuation import (
-    Continuation,
-    SampledTurn,
-    TokenIn,
-    answer_message,
-    call_context,
-    continuation_prompt,
-    find_continuation,
-)
+from polar_cli.errors import ErrorKind, RequestError, UpstreamError
+from polar_cli.gateway.continuation import SampledTurn, TokenIn, answer_message, call_context, token_in_prompt
 from polar_cli.gateway.sessions import Session, SessionRegistry, api_key, redact_headers, redact_query
 from polar_cli.gateway.upstream_client import UPSTREAM_PATH, Upstream
 from polar_cli.templates import TemplateTraits, make_template_safe
 from polar_cli.translate.codec import Codec, Route
 from polar_cli.translate.ir import ChatRequest, Completion
 from polar_cli.translate.registry import CODECS, error_codec_for_path, route_for_path, route_for_unknown_path
-from polar_cli.translate.token_in import prompt_mismatch, refusal, token_in_request
+from polar_cli.translate.token_in import prompt_mismatch, token_in_request
 from polar_cli.translate.upstream import (
     UpstreamAnswer,
     UpstreamOptions,
@@ -102,7 +95,6 @@ class Gateway:
         self.token_in = token_in
         # what the server's chat template refuses or drops (templates/traits.py); None: the history goes as it is
         self.traits = traits
-        self._turn_end_ids = token_in.turn_end_ids if token_in is not None else frozenset()
         self.sessions = sessions
         self.capture = capture
         # call ids: a random per-process prefix and a counter (uuid4 per call costs an urandom read on the hot path)
@@ -197,29 +189,14 @@ class Gateway:
     async def _token_in_prompt(self, call: _Call, body: dict[str, Any]) -> list[int] | None:
         """The exact prompt ids of a call that continues an earlier one (module `continuation`); None: rendered."""
         assert self.token_in is not None
-        found = find_continuation(call.session.turns, body, self._turn_end_ids)
-        if not isinstance(found, Continuation):
-            call.prompt_mode, call.prompt_note = "rendered", found
-            return None
-        refused = refusal(self.options.dialect, body)
-        if refused is not None:
-            call.prompt_mode, call.prompt_note = "rendered", refused
-            return None
-        token_in = self.token_in
-        try:
-            # rendering a long history costs milliseconds: off the loop that serves every harness
-            ids = await asyncio.get_running_loop().run_in_executor(
-                None, continuation_prompt, found, token_in.template, token_in.vocab, body, token_in.turn_ends
-            )
-        except PolarError as exc:  # the template refused: the server renders it and answers as it does
-            ids, note = None, f"template: {exc}"
-        else:
-            note = "the template rewrote the history (turn ends differ)"
-        if ids is None:
-            call.prompt_mode, call.prompt_note = "rendered", note
+        plan = await asyncio.get_running_loop().run_in_executor(
+            None, token_in_prompt, tuple(call.session.turns), body, self.token_in, self.options.dialect
+        )
+        if isinstance(plan, str):
+            call.prompt_mode, call.prompt_note = "rendered", plan
             return None
         call.prompt_mode = "token_in"
-        return ids
+        return plan
 
     def _remember(self, session: Session, body: dict[str, Any], completion: Completion, answer: UpstreamAnswer) -> None:
         """Keep what later calls of the session need: the reasoning of this answer, its tokens (token-in)."""
@@ -232,9 +209,9 @@ class Gateway:
             session.reasoning.remember(message)
         if self.token_in is not None:
             tokens = answer.tokens
-            turn = SampledTurn(
-                tuple(body["messages"]), call_context(body), message, tokens.prompt_ids, tokens.response_ids
-            )
+            # the prompt as 4-byte ids: a session keeps several long ones (a list of ints costs ~9x that)
+            prompt = array("i", tokens.prompt_ids)
+            turn = SampledTurn(tuple(body["messages"]), call_context(body), message, prompt, tokens.response_ids)
             session.turns.append(turn)
 
     async def close(self) -> None:
