@@ -110,6 +110,8 @@ def _stats(facts: SessionFacts) -> dict[str, Any]:
         "completion_tokens": sum(len(r.response_ids) for r in ok),
         "trainable_tokens": sum(sum(t.loss_mask) for t in facts.build.traces),
         "traces": len(facts.build.traces),
+        # token-in mode: the calls sent as exact ids (the others the server rendered; their records say why)
+        "token_in_calls": sum(r.prompt_mode == "token_in" for r in ok),
         **{k: merge[k] for k in MERGE_STATS},
         "split_counts": merge["split_counts"],
         "splits": [s.reason for s in facts.build.stats.splits],

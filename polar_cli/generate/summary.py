@@ -18,7 +18,14 @@ from polar_cli.corpus.writer import read_jsonl
 from polar_cli.generate.state import ERRORS, STATE, segments
 from polar_cli.trajectory.stats import merge_rate
 
-_MERGE_COUNTS = ("completions_total", "completions_merged", "conversations", "turns_drifted", "drift_tokens")
+_MERGE_COUNTS = (
+    "completions_total",
+    "completions_merged",
+    "conversations",
+    "turns_drifted",
+    "drift_tokens",
+    "token_in_calls",
+)
 
 
 def _rate(accepted: int, attempts: int) -> float | None:

@@ -84,6 +84,8 @@ def test_gold_accepts_every_attempt_and_the_corpus_loads(tmp_path: Path, docker_
         assert len(trace["loss_mask"]) == len(trace["response_ids"]) == len(trace["response_logprobs"])
         assert sum(trace["loss_mask"]) == row["stats"]["trainable_tokens"] > 0
         assert set(row["timing"]) >= {"init", "ready_wait", "run", "postrun", "eval", "total"}
+        # the demo runs in token-in mode: Pi's call after the tool result continues the first, exactly
+        assert row["stats"]["token_in_calls"] >= 1 and row["stats"]["traces"] == 1 and row["stats"]["drift_tokens"] == 0
 
     import datasets
 

@@ -198,7 +198,7 @@ def test_the_builder_follows_builder_drift_and_rows_carry_the_merge_stats(
     entry = state_entry(row, 1, 0.0)
     assert entry["merge"] == {
         "completions_total": 4, "completions_merged": merged, "conversations": 2, "turns_drifted": drift_tokens,
-        "drift_tokens": drift_tokens, "split_counts": every_kind,
+        "drift_tokens": drift_tokens, "token_in_calls": 0, "split_counts": every_kind,
     }  # fmt: skip
 
 
@@ -210,7 +210,7 @@ def test_an_unknown_builder_drift_is_a_config_error() -> None:
 def test_summary_adds_up_the_merge_stats(tmp_path: Path) -> None:
     merges = [
         {"completions_total": 10, "completions_merged": 8, "conversations": 1, "turns_drifted": 2, "drift_tokens": 7,
-         "split_counts": {"side_request": 1, "retry": 1}},
+         "token_in_calls": 9, "split_counts": {"side_request": 1, "retry": 1}},
         {"completions_total": 5, "completions_merged": 3, "conversations": 2, "turns_drifted": 0, "drift_tokens": 0,
          "split_counts": {"side_request": 1}},
         None,  # a state line written before merge stats were kept
@@ -226,6 +226,7 @@ def test_summary_adds_up_the_merge_stats(tmp_path: Path) -> None:
     summary = summarize(tmp_path, gpus=1, planned=3, engine="gold", model="q", segment=1)
     assert summary["merge"] == {
         "sessions": 2, "completions_total": 15, "completions_merged": 11, "conversations": 3, "turns_drifted": 2,
-        "drift_tokens": 7, "merge_rate": round(11 / 12, 4), "splits": {"retry": 1, "side_request": 2},
+        "drift_tokens": 7, "token_in_calls": 9, "merge_rate": round(11 / 12, 4),
+        "splits": {"retry": 1, "side_request": 2},
     }  # fmt: skip
     render_summary(summary)
