@@ -80,3 +80,50 @@ def test_real_sglang_tool_round_trip_captures_its_exact_ids(tmp_path: Path) -> N
             assert len(r.response_ids) == len(r.response_logprobs) == r.response["usage"]["completion_tokens"]
     finally:
         asyncio.run(handle.close())
+
+
+def test_real_sglang_takes_token_in_continuations_exactly(tmp_path: Path) -> None:
+    """Token-in on the real server: SGLang runs the input_ids the gateway sends; the session merges into one trace."""
+    from polar_cli.gateway.continuation import TokenIn
+    from polar_cli.inference.tokenizers import ChatTokenizer
+    from polar_cli.trajectory import prefix_merging
+
+    model = os.environ.get("POLAR_GPU_MODEL")
+    assert model, "set POLAR_GPU_MODEL to a local model directory (e.g. a Qwen3 instruct model)"
+    config = EngineConfig.model_validate(
+        {
+            "kind": "sglang",
+            "sglang": {"model_path": model, "served_model_name": "gpu-test", "tool_call_parser": "qwen25"},
+            "token_in": True,
+        }
+    )
+    handle = asyncio.run(open_engine(config, tmp_path))
+    tk = ChatTokenizer.load(model)
+    try:
+        url = handle.upstream.base_url  # type: ignore[attr-defined]
+        with running_gateway(
+            url,
+            tmp_path / "capture",
+            dialect_name=handle.options.dialect.name,
+            model="gpu-test",
+            token_in=TokenIn(tk.template, tk.vocab, tk.turn_ends),
+            traits=handle.traits,
+        ) as gw:
+            client = anthropic.Anthropic(base_url=gw.url, api_key=gw.open_session("gpu"), max_retries=0)
+            history: list[anthropic.types.MessageParam] = [{"role": "user", "content": "Say one word."}]
+            for word in ("next", "again"):
+                reply = client.messages.create(model="any", max_tokens=64, messages=history)
+                history += [
+                    {"role": "assistant", "content": reply.content},  # type: ignore[typeddict-item]
+                    {"role": "user", "content": f"Now say {word}."},
+                ]
+            gw.flush()
+            records = read_session(session_file(gw.capture_dir, "gpu"))
+        assert [r.prompt_mode for r in records] == ["rendered", "token_in"], [r.prompt_note for r in records]
+        assert records[1].prompt_ids[: len(records[0].prompt_ids) + len(records[0].response_ids)] == [
+            *records[0].prompt_ids,
+            *records[0].response_ids,
+        ]
+        assert len(prefix_merging(records).traces) == 1
+    finally:
+        asyncio.run(handle.close())
