@@ -63,7 +63,7 @@ def test_real_sglang_tool_round_trip_captures_its_exact_ids(tmp_path: Path) -> N
             calls = [b for b in first.content if b.type == "tool_use"]
             if calls:
                 history += [
-                    {"role": "assistant", "content": first.content},  # type: ignore[typeddict-item]
+                    {"role": "assistant", "content": first.content},
                     {"role": "user", "content": [{"type": "tool_result", "tool_use_id": calls[0].id, "content": "hi"}]},
                 ]
                 client.messages.create(model="any", max_tokens=256, messages=history, tools=[BASH])  # type: ignore[list-item]
@@ -114,7 +114,7 @@ def test_real_sglang_takes_token_in_continuations_exactly(tmp_path: Path) -> Non
             for word in ("next", "again"):
                 reply = client.messages.create(model="any", max_tokens=64, messages=history)
                 history += [
-                    {"role": "assistant", "content": reply.content},  # type: ignore[typeddict-item]
+                    {"role": "assistant", "content": reply.content},
                     {"role": "user", "content": f"Now say {word}."},
                 ]
             gw.flush()
