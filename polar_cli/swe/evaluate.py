@@ -6,7 +6,12 @@
 2. Reset every file the test patch touches to the base commit (removing the ones the base commit lacks): whatever
    the patch did to the tests is gone. Then apply the test patch.
 3. Run the test command on the files the test patch touches, between SWE-bench's markers, under a per-instance
-   timeout; grade the log (`grading`).
+   timeout; grade the log (`grading`). The command is the row's ``test_cmd``, else the repository's in
+   `repos.REPOS`, with the files as that runner's directives (Django: dotted labels); a repository that has
+   neither is an error, never a pytest run that cannot start.
+
+A run whose runner could not start (exit 126 or 127) or whose log lacks the test-output markers is outcome
+"error": the machinery failed, the candidate did not.
 
 The scripts are generated here as text (`apply_script`, `eval_script`), so tests can run them against a plain git
 checkout without Docker.
@@ -14,12 +19,14 @@ checkout without Docker.
 
 from __future__ import annotations
 
+import re
 import shlex
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from polar_cli.errors import ConfigError
 from polar_cli.runtime.base import ContainerSpec, Runtime
 from polar_cli.swe import grading
 from polar_cli.swe.diffs import runner_targets, touched_paths
@@ -27,9 +34,8 @@ from polar_cli.swe.grading import Grade
 from polar_cli.swe.images import ensure_image
 from polar_cli.swe.logparse import LogParser, parser_for
 from polar_cli.swe.manifest import Instance
+from polar_cli.swe.repos import REPOS, directives
 
-# SWE-bench's pytest command minus --no-header, which pytest < 6 rejects (old SWE-Gym environments)
-DEFAULT_TEST_CMD = "pytest -rA --tb=no -p no:cacheprovider"
 DEFAULT_TIMEOUT = 1800.0
 APPLY_TIMEOUT = 300.0
 WORKDIR = "/testbed"
@@ -40,6 +46,11 @@ LOG_TAIL = 20_000
 OUTPUT_CAP = 64 * 1024 * 1024
 
 Outcome = Literal["resolved", "unresolved", "error"]
+
+TEST_EXIT = "polar: test command exited with"
+_TEST_EXIT = re.compile(rf"^{re.escape(TEST_EXIT)} (\d+)$", re.MULTILINE)
+# bash: 126 the command is not executable, 127 it does not exist
+RUNNER_CANNOT_START = (126, 127)
 
 # SWE-bench and SWE-Gym images keep the repository's environment in this conda env
 _CONDA = (
@@ -75,13 +86,38 @@ exit 1
 """
 
 
+def runner_directives(instance: Instance) -> list[str]:
+    """The runner's arguments: the test files (`runner_targets`), as the repository's runner names them."""
+    spec = REPOS.get(instance.repo)
+    return directives(runner_targets(instance.test_patch), spec.directives if spec else "paths")
+
+
+def resolve_test_command(instance: Instance, override: str | None = None) -> str:
+    """The test command without its directives: ``override``, the row's ``test_cmd``, or the repository's."""
+    if override or instance.test_cmd:
+        return override or instance.test_cmd or ""
+    spec = REPOS.get(instance.repo)
+    if spec is None:
+        raise ConfigError(
+            f"{instance.instance_id}: repository {instance.repo!r} has no known test command; "
+            "set test_cmd in the manifest row"
+        )
+    return spec.test_cmd
+
+
+def runner_exit_code(log: str) -> int | None:
+    """The test command's exit status as the eval script printed it (the last such line), if it did."""
+    codes = _TEST_EXIT.findall(log)
+    return int(codes[-1]) if codes else None
+
+
 def eval_script(
     instance: Instance, test_cmd: str, test_patch_path: str, workdir: str = WORKDIR, *, conda: bool = True
 ) -> str:
     """Bash that resets the test files, applies the test patch and runs the tests between the markers."""
     base = shlex.quote(instance.base_commit)
     paths = " ".join(shlex.quote(p) for p in touched_paths(instance.test_patch))
-    command = " ".join([test_cmd, *(shlex.quote(t) for t in runner_targets(instance.test_patch))])
+    command = " ".join([test_cmd, *(shlex.quote(t) for t in runner_directives(instance))])
     return f"""#!/bin/bash
 set -o pipefail
 {_CONDA if conda else ""}cd {shlex.quote(workdir)} || exit 1
@@ -101,7 +137,7 @@ done
 git apply --verbose {shlex.quote(test_patch_path)} || {{ echo "{grading.TEST_PATCH_FAIL}"; exit 1; }}
 echo "{grading.START_TEST_OUTPUT}"
 {command}
-echo "polar: test command exited with $?"
+echo "{TEST_EXIT} $?"
 echo "{grading.END_TEST_OUTPUT}"
 """
 
@@ -181,7 +217,7 @@ def evaluate_instance(
         return verdict(grading.unresolved("empty patch"), applied=False)
     ensure_image(runtime, options.image)
     parser = options.parser or parser_for(instance.repo)
-    test_cmd = options.test_cmd or instance.test_cmd or DEFAULT_TEST_CMD
+    test_cmd = resolve_test_command(instance, options.test_cmd)
     container = runtime.start(ContainerSpec(image=options.image, role="eval", network="none", workdir=WORKDIR))
     try:
         container.put_files(
@@ -206,10 +242,35 @@ def evaluate_instance(
             log += f"\n{grading.TESTS_TIMEOUT} after {options.timeout:g} s\n"
             reason = f"the tests timed out after {options.timeout:g} s"
             return verdict(grading.unresolved(reason), applied=not empty, log=log)
+        fault = None if run.truncated else _machinery_fault(log)
+        if fault is not None:
+            return Evaluation(
+                instance.instance_id,
+                model,
+                "error",
+                grading.unresolved(fault),
+                patch is None,
+                not empty,
+                fault,
+                time.monotonic() - start,
+                log,
+            )
         grade = grading.grade_log(log, instance.fail_to_pass, instance.pass_to_pass, parser)
         return verdict(grade, applied=not empty, log=log)
     finally:
         container.remove()
+
+
+def _machinery_fault(log: str) -> str | None:
+    """Why a finished run says nothing about the patch: the runner did not start, or the markers are missing."""
+    code = runner_exit_code(log)
+    if code in RUNNER_CANNOT_START:
+        return f"the test runner could not start (exit {code}): check the image and the test command"
+    if grading.failure_marker(log) is None and (
+        grading.START_TEST_OUTPUT not in log or grading.END_TEST_OUTPUT not in log
+    ):
+        return "the eval script ended without the test-output markers"
+    return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -135,11 +135,16 @@ class Grade:
     reason: str | None = None
 
 
+def failure_marker(log: str) -> str | None:
+    """The reason a failure marker in ``log`` gives (Rule 5), if it carries one."""
+    return next((reason for marker, reason in _FAILURE_MARKERS.items() if marker in log), None)
+
+
 def read_test_log(log: str, parser: LogParser) -> tuple[dict[str, TestStatus], str | None]:
     """Rules 5 and 6: the status map, or an empty map and the reason the run gives no verdict."""
-    for marker, reason in _FAILURE_MARKERS.items():
-        if marker in log:
-            return {}, reason
+    failed = failure_marker(log)
+    if failed is not None:
+        return {}, failed
     if START_TEST_OUTPUT not in log or END_TEST_OUTPUT not in log:
         return {}, "the test-output markers are missing"
     between = log.split(START_TEST_OUTPUT, 1)[1].split(END_TEST_OUTPUT, 1)[0]

@@ -15,24 +15,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from enum import StrEnum
 
 from polar_cli.errors import ConfigError
-
-
-class TestStatus(StrEnum):
-    __test__ = False  # not a pytest test class, despite the name
-
-    PASSED = "PASSED"
-    FAILED = "FAILED"
-    SKIPPED = "SKIPPED"
-    ERROR = "ERROR"
-    XFAIL = "XFAIL"
-
+from polar_cli.swe.repos import REPOS
+from polar_cli.swe.runner_logs import parse_log_django, parse_log_seaborn, parse_log_sympy
+from polar_cli.swe.status import TestStatus as TestStatus
 
 LogParser = Callable[[str], dict[str, TestStatus]]
 
 _STATUS = "|".join(s.value for s in TestStatus)
+_STATUS_VALUES = frozenset(s.value for s in TestStatus)
 _STATUS_FIRST = re.compile(rf"^({_STATUS})\s+(\S.*)$")
 _TEST_FIRST = re.compile(rf"^(\S+)\s+({_STATUS})(?:\s|$)")
 # a `-v` progress line whose id holds spaces: "path::test[a b] PASSED    [ 50%]"
@@ -96,9 +88,37 @@ def parse_log_pytest(log: str) -> dict[str, TestStatus]:
     return status_map
 
 
+def _v2_entry(line: str) -> tuple[str, TestStatus] | None:
+    """SWE-bench 5.0.2's ``parse_log_pytest_v2`` key for one line: the whole id, spaces and all."""
+    words = line.split()
+    if len(words) < 2:
+        return None
+    if words[0] in _STATUS_VALUES:
+        if words[0] == TestStatus.FAILED:
+            words = line.split(_MESSAGE_SEP, 1)[0].split()
+        if len(words) < 2 or (words[0] == TestStatus.SKIPPED and _SKIP_GROUP.fullmatch(words[1])):
+            return None
+        return " ".join(words[1:]), TestStatus(words[0])
+    if words[-1] in _STATUS_VALUES:  # a classic `-vv` progress line: "path::test PASSED"
+        return " ".join(words[:-1]), TestStatus(words[-1])
+    return None
+
+
 def parse_log_pytest_ansi(log: str) -> dict[str, TestStatus]:
-    """pytest output with colour codes and control characters (``--color=yes``, some CI wrappers)."""
-    return parse_log_pytest("\n".join(_ANSI.sub("", line).translate(_CONTROL) for line in log.split("\n")))
+    """pytest with colour codes (astropy, scikit-learn, sphinx): our keys plus SWE-bench's whole-id ones."""
+    lines = [_ANSI.sub("", line).translate(_CONTROL) for line in log.split("\n")]
+    status_map = parse_log_pytest("\n".join(lines))
+    v2: dict[str, TestStatus] = {}
+    for line in lines:
+        entry = _v2_entry(line)
+        if entry is not None:
+            v2[entry[0]] = entry[1]
+    return {**status_map, **v2}
+
+
+def parse_log_matplotlib(log: str) -> dict[str, TestStatus]:
+    """pytest, with matplotlib's ``MouseButton`` enum in ids written as SWE-bench writes them (1 and 3)."""
+    return parse_log_pytest(log.replace("MouseButton.LEFT", "1").replace("MouseButton.RIGHT", "3"))
 
 
 _OPTION = re.compile(r"^(.*?)\[(.*)\]$")
@@ -165,23 +185,18 @@ def parse_log_unittest(log: str) -> dict[str, TestStatus]:
 
 
 PARSERS: Mapping[str, LogParser] = {
+    "django": parse_log_django,
+    "matplotlib": parse_log_matplotlib,
     "pytest": parse_log_pytest,
     "pytest_ansi": parse_log_pytest_ansi,
     "pytest_options": parse_log_pytest_options,
+    "seaborn": parse_log_seaborn,
+    "sympy": parse_log_sympy,
     "unittest": parse_log_unittest,
 }
 
-# Repositories whose tests need another parser than plain pytest (SWE-bench's mapping, by runner). Every other
-# repository, including all of SWE-Gym's, is graded with "pytest".
-REPO_PARSERS: Mapping[str, str] = {
-    "astropy/astropy": "pytest_ansi",
-    "scikit-learn/scikit-learn": "pytest_ansi",
-    "sphinx-doc/sphinx": "pytest_ansi",
-    "psf/requests": "pytest_options",
-    "pylint-dev/pylint": "pytest_options",
-    "pydicom/pydicom": "pytest_options",
-    "django/django": "unittest",
-}
+# The parser SWE-bench uses per repository (`repos.REPOS`); a repository not listed is graded with "pytest".
+REPO_PARSERS: Mapping[str, str] = {repo: spec.parser for repo, spec in REPOS.items()}
 
 
 def parser_for(repo: str, name: str | None = None) -> LogParser:

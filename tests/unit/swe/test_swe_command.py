@@ -33,6 +33,7 @@ def row(instance_id: str, image: str | None = "img:1") -> dict[str, Any]:
         "test_patch": TEST_PATCH,
         "FAIL_TO_PASS": ["t::bug"],
         "PASS_TO_PASS": ["t::ok"],
+        "test_cmd": "pytest -rA",
         "image": image,
     }
 

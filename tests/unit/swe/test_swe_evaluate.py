@@ -2,14 +2,27 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 
 import pytest
 from swe_fakes import FakeRuntime, marked_log, result
 
+from polar_cli.errors import ConfigError
 from polar_cli.runtime.base import ExecResult
-from polar_cli.swe.evaluate import EVAL_DIR, EvalJob, EvalOptions, evaluate_instance, evaluate_many, run_job
+from polar_cli.swe.evaluate import (
+    EVAL_DIR,
+    EvalJob,
+    EvalOptions,
+    eval_script,
+    evaluate_instance,
+    evaluate_many,
+    resolve_test_command,
+    run_job,
+    runner_exit_code,
+)
 from polar_cli.swe.manifest import Instance
+from polar_cli.swe.repos import REPOS
 
 INSTANCE = Instance(
     instance_id="o__r-1",
@@ -73,10 +86,10 @@ def test_test_timeout_is_unresolved() -> None:
     assert runtime.containers[0].removed
 
 
-def test_output_without_markers_is_unresolved() -> None:
+def test_output_without_markers_is_an_error_not_unresolved() -> None:
     cut = result("PASSED tests/t.py::test_bug\nPASSED tests/t.py::test_ok\n")
     evaluation = evaluate_instance(FakeRuntime(responder(apply=APPLIED, eval=cut)), INSTANCE, "x", OPTIONS)
-    assert (evaluation.outcome, evaluation.grade.reason) == ("unresolved", "the test-output markers are missing")
+    assert (evaluation.outcome, evaluation.reason) == ("error", "the eval script ended without the test-output markers")
 
 
 @pytest.mark.parametrize(("patch", "reason"), [(None, "no patch (model_patch is null)"), ("  \n", "empty patch")])
@@ -117,3 +130,46 @@ def test_engine_refusing_a_container_is_an_evaluation_error() -> None:
     runtime = FakeRuntime(responder(), fail_start=True)
     evaluation = run_job(runtime, EvalJob(INSTANCE, INSTANCE.patch, OPTIONS))
     assert (evaluation.outcome, evaluation.reason) == ("error", "evaluation failed: engine went away")
+
+
+DJANGO = dataclasses.replace(
+    INSTANCE,
+    repo="django/django",
+    test_cmd=None,
+    test_patch=(
+        "diff --git a/tests/admin_views/test_forms.py b/tests/admin_views/test_forms.py\n"
+        "--- a/tests/admin_views/test_forms.py\n+++ b/tests/admin_views/test_forms.py\n@@ -1 +1 @@\n-a\n+b\n"
+    ),
+)
+
+
+def test_repository_table_gives_the_command_and_django_labels() -> None:
+    script = eval_script(DJANGO, resolve_test_command(DJANGO), "/tmp/t.patch")
+    assert f"{REPOS['django/django'].test_cmd} admin_views.test_forms\n" in script
+    assert resolve_test_command(dataclasses.replace(DJANGO, repo="sympy/sympy")) == REPOS["sympy/sympy"].test_cmd
+
+
+def test_row_test_cmd_wins_over_the_table() -> None:
+    assert resolve_test_command(dataclasses.replace(DJANGO, test_cmd="python runtests.py")) == "python runtests.py"
+    assert resolve_test_command(DJANGO, "override") == "override"
+
+
+def test_unknown_repository_without_test_cmd_is_an_error_naming_it() -> None:
+    unknown = dataclasses.replace(INSTANCE, repo="o/unknown", test_cmd=None)
+    with pytest.raises(ConfigError, match=r"'o/unknown' has no known test command; set test_cmd"):
+        resolve_test_command(unknown)
+    evaluation = run_job(FakeRuntime(responder()), EvalJob(unknown, "x", OPTIONS))
+    assert evaluation.outcome == "error" and "'o/unknown'" in (evaluation.reason or "")
+
+
+@pytest.mark.parametrize("code", [126, 127])
+def test_runner_that_cannot_start_is_an_error_not_unresolved(code: int) -> None:
+    log = marked_log("bash: pytest: command not found").replace(
+        ">>>>> End", f"polar: test command exited with {code}\n>>>>> End"
+    )
+    evaluation = evaluate_instance(FakeRuntime(responder(apply=APPLIED, eval=result(log))), INSTANCE, "x", OPTIONS)
+    assert (evaluation.outcome, evaluation.reason) == (
+        "error",
+        f"the test runner could not start (exit {code}): check the image and the test command",
+    )
+    assert runner_exit_code(log) == code

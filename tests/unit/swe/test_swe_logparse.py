@@ -10,9 +10,11 @@ import pytest
 from polar_cli.errors import ConfigError
 from polar_cli.swe.logparse import (
     TestStatus,
+    parse_log_django,
     parse_log_pytest,
     parse_log_pytest_ansi,
     parse_log_pytest_options,
+    parse_log_sympy,
     parse_log_unittest,
     parser_for,
 )
@@ -82,7 +84,12 @@ def test_tracebacks_and_captured_output_do_not_change_real_tests(log: str) -> No
 def test_colour_codes_are_stripped_by_the_ansi_parser() -> None:
     log = read("pytest9_rA_color.log")
     assert "\x1b[" in log
-    assert parse_log_pytest_ansi(log) == {**SUMMARY, **FIRST_WORD_KEYS}
+    # plus SWE-bench 5.0.2's pytest_v2 keys: only FAILED lines lose their " - message"
+    v2_keys = {
+        "tests/test_outcomes.py::test_xfail - known bug": TestStatus.XFAIL,
+        "tests/test_outcomes.py::test_setup_error - RuntimeError: fixture exploded": TestStatus.ERROR,
+    }
+    assert parse_log_pytest_ansi(log) == {**SUMMARY, **FIRST_WORD_KEYS, **v2_keys}
     assert f"{M}test_passes" not in parse_log_pytest(log)
 
 
@@ -128,7 +135,9 @@ def test_unittest_verbose_output() -> None:
 
 def test_parser_registry_by_repo_and_name() -> None:
     assert parser_for("getmoto/moto") is parse_log_pytest
-    assert parser_for("django/django") is parse_log_unittest
+    assert parser_for("django/django") is parse_log_django
+    assert parser_for("sympy/sympy") is parse_log_sympy
+    assert parser_for("o/unknown") is parse_log_pytest
     assert parser_for("psf/requests") is parse_log_pytest_options
     assert parser_for("getmoto/moto", "pytest_ansi") is parse_log_pytest_ansi
     with pytest.raises(ConfigError, match="log parser 'nose': unknown"):

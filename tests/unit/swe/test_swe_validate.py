@@ -18,6 +18,7 @@ INSTANCE = Instance(
     test_patch="diff --git a/tests/t.py b/tests/t.py\n--- a/tests/t.py\n+++ b/tests/t.py\n@@ -1 +1 @@\n-a\n+b\n",
     fail_to_pass=("t::bug",),
     pass_to_pass=("t::ok",),
+    test_cmd="pytest -rA",
 )
 OPTIONS = EvalOptions(image="img:1")
 APPLIED = result(">>>>> Applied Patch\n")
@@ -66,11 +67,16 @@ def test_pass_to_pass_failing_before_the_fix() -> None:
 
 def test_empty_fail_to_pass_and_broken_runs() -> None:
     instance = dataclasses.replace(INSTANCE, fail_to_pass=())
-    v = validate_instance(runtime(GOOD_AFTER, "no markers"), instance, OPTIONS)
+    v = validate_instance(runtime(GOOD_AFTER, ">>>>> Test Patch Apply Failed\n"), instance, OPTIONS)
     assert v.reasons == (
         "FAIL_TO_PASS is empty: nothing shows the bug",
-        "without the fix the tests do not run: the test-output markers are missing",
+        "without the fix the tests do not run: the test patch did not apply",
     )
+
+
+def test_run_without_markers_is_an_error_not_a_broken_instance() -> None:
+    v = validate_instance(runtime(GOOD_AFTER, "no markers"), INSTANCE, OPTIONS)
+    assert (v.status, v.reasons) == ("error", ("the eval script ended without the test-output markers",))
 
 
 def test_missing_image_is_an_error_not_a_broken_instance() -> None:
