@@ -16,12 +16,14 @@ from polar_cli.commands.common import FAILED, exit_codes
 from polar_cli.commands.swe_jobs import (
     JsonOpt,
     ManifestArg,
+    RunIdOpt,
     TemplateOpt,
     TimeoutOpt,
     WorkersOpt,
     check_options,
     report,
     run_jobs,
+    run_logs,
 )
 from polar_cli.swe.evaluate import DEFAULT_TIMEOUT, Evaluation, evaluate_many
 from polar_cli.swe.manifest import load_manifest
@@ -64,13 +66,25 @@ def evaluate(
     image_template: TemplateOpt = None,
     timeout: TimeoutOpt = DEFAULT_TIMEOUT,
     workers: WorkersOpt = 1,
+    run_id: RunIdOpt = None,
 ) -> None:
-    """Grade SWE-bench-style predictions (instance_id, model_patch, model_name_or_path) exactly as SWE-bench does."""
+    """Grade SWE-bench-style predictions (instance_id, model_patch, model_name_or_path) exactly as SWE-bench does.
+
+    Each instance's whole logs go to logs/run_evaluation/RUN_ID/MODEL/INSTANCE_ID/ beside --out (else under the
+    working directory); the report links each one as ``log_path``.
+    """
     with exit_codes():
         check_options(timeout, workers, out)
+        logs = run_logs(out, run_id)
         jobs = evaluation_jobs(load_predictions(predictions), load_manifest(manifest), image_template, timeout)
-        results = run_jobs(evaluate_many, jobs, workers, lambda r: f"{r.instance_id}: {r.outcome} ({r.seconds:.1f} s)")
-    payload = evaluation_report(results)
-    report(payload, out, json_, lambda: _print_evaluations(results))
+        results = run_jobs(
+            evaluate_many,
+            jobs,
+            workers,
+            lambda r: f"{r.instance_id}: {r.outcome} ({r.seconds:.1f} s)",
+            save=logs.write,
+        )
+        payload = evaluation_report(results, logs)
+        report(payload, out, json_, lambda: _print_evaluations(results))
     if payload["error_instances"]:
         raise typer.Exit(FAILED)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -11,6 +12,7 @@ import orjson
 import typer
 
 from polar_cli.errors import ConfigError
+from polar_cli.swe.eval_logs import RunLogs, check_run_id
 
 ManifestArg = Annotated[str, typer.Option("--manifest", help="Manifest: .json/.jsonl/.parquet or a datasets name.")]
 TemplateOpt = Annotated[
@@ -20,6 +22,12 @@ TemplateOpt = Annotated[
 TimeoutOpt = Annotated[float, typer.Option(help="Per-instance test timeout in seconds.")]
 WorkersOpt = Annotated[int, typer.Option(help="Instances evaluated at once.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as JSON.")]
+RunIdOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="Name of this run's log directory, <report dir>/logs/run_evaluation/RUN_ID/ (default: the UTC time)."
+    ),
+]
 
 R = TypeVar("R")
 
@@ -36,6 +44,11 @@ def check_options(timeout: float, workers: int, out: Path | None) -> None:
         raise ConfigError("--timeout must be positive and --workers at least 1")
     if out is not None and not out.parent.is_dir():
         raise ConfigError(f"--out {out}: directory {out.parent} does not exist")
+
+
+def run_logs(out: Path | None, run_id: str | None) -> RunLogs:
+    """Where the run's logs go: beside the report file (``--out``), else under the working directory."""
+    return RunLogs(out.parent if out is not None else Path(), check_run_id(run_id))
 
 
 def report(payload: dict[str, Any], out: Path | None, as_json: bool, show: Callable[[], None]) -> None:
@@ -55,16 +68,27 @@ def open_runtime() -> Any:
 
 
 def run_jobs(
-    run_many: Callable[..., list[R]], jobs: Sequence[Any], workers: int, describe: Callable[[R], str]
+    run_many: Callable[..., list[R]],
+    jobs: Sequence[Any],
+    workers: int,
+    describe: Callable[[R], str],
+    save: Callable[[R], object] | None = None,
 ) -> list[R]:
-    """Open the runtime, run the jobs, one progress line per finished job (call it under `common.exit_codes`)."""
+    """Open the runtime, run the jobs, ``save`` each result as it finishes (its logs), one progress line per job.
+
+    Call it under `common.exit_codes`: an OSError from ``save`` stops the run and fails the command.
+    """
     runtime = open_runtime()
     done = 0
+    lock = threading.Lock()
 
     def progress(result: R) -> None:
         nonlocal done
-        done += 1
-        print(f"[{done}/{len(jobs)}] {describe(result)}", file=sys.stderr, flush=True)
+        if save is not None:
+            save(result)
+        with lock:
+            done += 1
+            print(f"[{done}/{len(jobs)}] {describe(result)}", file=sys.stderr, flush=True)
 
     with runtime:
         return run_many(runtime, jobs, workers=workers, on_done=progress)

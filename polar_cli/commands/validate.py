@@ -18,6 +18,7 @@ import typer
 from polar_cli.commands.common import FAILED, exit_codes
 from polar_cli.commands.swe_jobs import (
     JsonOpt,
+    RunIdOpt,
     TemplateOpt,
     TimeoutOpt,
     WorkersOpt,
@@ -25,6 +26,7 @@ from polar_cli.commands.swe_jobs import (
     ids,
     report,
     run_jobs,
+    run_logs,
 )
 from polar_cli.errors import ConfigError
 from polar_cli.swe.evaluate import DEFAULT_TIMEOUT, EvalOptions
@@ -108,8 +110,12 @@ def validate(
     workers: WorkersOpt = 1,
     out: Annotated[Path | None, typer.Option(help="Write the full report to this JSON file.")] = None,
     json_: JsonOpt = False,
+    run_id: RunIdOpt = None,
 ) -> None:
     """Check a manifest: the gold patch must resolve each instance and the empty patch must not.
+
+    Each evaluation's whole logs go to logs/run_evaluation/RUN_ID/{gold,empty}/INSTANCE_ID/ beside --out (else under
+    the working directory); the report links each one as ``log_path``.
 
     With --harness, the gold engine drives that real harness instead, and every instance must come out accepted.
     """
@@ -118,6 +124,7 @@ def validate(
         return
     with exit_codes():
         check_options(timeout, workers, out)
+        logs = run_logs(out, run_id)
         chosen = select(
             load_manifest(manifest),
             instance_ids=ids(instance_ids),
@@ -128,14 +135,17 @@ def validate(
         if not chosen:
             raise ConfigError(f"manifest {manifest}: no instance selected")
         jobs = [(i, EvalOptions(image=instance_image(i, image_template), timeout=timeout)) for i in chosen]
-        results = run_jobs(validate_many, jobs, workers, lambda v: f"{v.instance_id}: {v.status}")
-    payload = {
-        "total_instances": len(results),
-        "valid_instances": sum(v.status == "valid" for v in results),
-        "broken_ids": [v.instance_id for v in results if v.status == "broken"],
-        "error_ids": [v.instance_id for v in results if v.status == "error"],
-        "instances": [v.to_dict() for v in results],
-    }
-    report(payload, out, json_, lambda: _print_validations(results))
+        results = run_jobs(
+            validate_many, jobs, workers, lambda v: f"{v.instance_id}: {v.status}", save=lambda v: v.write_logs(logs)
+        )
+        payload = {
+            "run_id": logs.run_id,
+            "total_instances": len(results),
+            "valid_instances": sum(v.status == "valid" for v in results),
+            "broken_ids": [v.instance_id for v in results if v.status == "broken"],
+            "error_ids": [v.instance_id for v in results if v.status == "error"],
+            "instances": [v.to_dict(logs) for v in results],
+        }
+        report(payload, out, json_, lambda: _print_validations(results))
     if payload["valid_instances"] != len(results):
         raise typer.Exit(FAILED)

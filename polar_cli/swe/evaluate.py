@@ -154,11 +154,17 @@ class Evaluation:
     patch_applied: bool = False
     reason: str | None = None
     seconds: float = 0.0
-    log: str = field(default="", repr=False)
+    log: str = field(default="", repr=False)  # the patch-apply output, then the test run's output
+    apply_log: str = field(default="", repr=False)  # the patch-apply output alone (the start of ``log``)
 
     @property
     def resolved(self) -> bool:
         return self.outcome == "resolved"
+
+    @property
+    def test_output(self) -> str:
+        """The test run's whole output: ``log`` without the patch-apply output in front of it."""
+        return self.log.removeprefix(self.apply_log)
 
     def to_dict(self) -> dict[str, Any]:
         """SWE-bench's per-instance report keys, plus the outcome, reason, per-test rows and the log's tail."""
@@ -204,10 +210,14 @@ def evaluate_instance(
     """
     start = time.monotonic()
 
+    apply_log = ""
+
     def verdict(grade: Grade, *, applied: bool, log: str = "", reason: str | None = None) -> Evaluation:
         outcome: Outcome = "resolved" if grade.resolved else "unresolved"
         seconds = time.monotonic() - start
-        return Evaluation(instance.instance_id, model, outcome, grade, patch is None, applied, reason, seconds, log)
+        return Evaluation(
+            instance.instance_id, model, outcome, grade, patch is None, applied, reason, seconds, log, apply_log
+        )
 
     if patch is None:
         return verdict(grading.unresolved("no patch (model_patch is null)"), applied=False)
@@ -231,7 +241,7 @@ def evaluate_instance(
         log = ""
         if not empty:
             applied = container.exec(["bash", f"{EVAL_DIR}/apply.sh"], timeout=min(APPLY_TIMEOUT, options.timeout))
-            log = _decode(applied.output)
+            log = apply_log = _decode(applied.output)
             if applied.timed_out or applied.exit_code != 0:
                 return verdict(grading.unresolved("the patch did not apply"), applied=False, log=log)
         run = container.exec(["bash", f"{EVAL_DIR}/eval.sh"], timeout=options.timeout, output_cap=OUTPUT_CAP)
@@ -254,6 +264,7 @@ def evaluate_instance(
                 fault,
                 time.monotonic() - start,
                 log,
+                apply_log,
             )
         grade = grading.grade_log(log, instance.fail_to_pass, instance.pass_to_pass, parser)
         return verdict(grade, applied=not empty, log=log)

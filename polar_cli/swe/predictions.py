@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 
 from polar_cli.errors import ConfigError
+from polar_cli.swe.eval_logs import RunLogs
 from polar_cli.swe.evaluate import EvalJob, EvalOptions, Evaluation
 from polar_cli.swe.images import instance_image
 from polar_cli.swe.manifest import Instance
@@ -80,10 +81,13 @@ def evaluation_jobs(
     return jobs
 
 
-def evaluation_report(results: Sequence[Evaluation]) -> dict[str, Any]:
-    """The run report: counts and id lists (as SWE-bench's run report names them), then one entry per instance."""
+def evaluation_report(results: Sequence[Evaluation], logs: RunLogs | None = None) -> dict[str, Any]:
+    """The run report: counts and id lists (as SWE-bench's run report names them), then one entry per instance
+    (with its ``log_path`` and the report's ``run_id`` when ``logs`` says where the logs were written)."""
     ids = {kind: [r.instance_id for r in results if r.outcome == kind] for kind in ("resolved", "unresolved", "error")}
+    head = {} if logs is None else {"run_id": logs.run_id}
     return {
+        **head,
         "total_instances": len(results),
         "resolved_instances": len(ids["resolved"]),
         "unresolved_instances": len(ids["unresolved"]),
@@ -91,5 +95,5 @@ def evaluation_report(results: Sequence[Evaluation]) -> dict[str, Any]:
         "resolved_ids": ids["resolved"],
         "unresolved_ids": ids["unresolved"],
         "error_ids": ids["error"],
-        "instances": [r.to_dict() for r in results],
+        "instances": [r.to_dict() if logs is None else logs.entry(r) for r in results],
     }

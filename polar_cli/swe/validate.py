@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from polar_cli.runtime.base import Runtime
+from polar_cli.swe.eval_logs import RunLogs
 from polar_cli.swe.evaluate import EvalJob, EvalOptions, Evaluation, run_job
 from polar_cli.swe.manifest import Instance
 
@@ -26,14 +27,24 @@ class Validation:
     gold: Evaluation
     without_fix: Evaluation
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, logs: RunLogs | None = None) -> dict[str, Any]:
+        """The report entry; with ``logs``, each evaluation's entry links its log (``log_path``)."""
+
+        def entry(evaluation: Evaluation) -> dict[str, Any]:
+            return evaluation.to_dict() if logs is None else logs.entry(evaluation)
+
         return {
             "instance_id": self.instance_id,
             "status": self.status,
             "reasons": list(self.reasons),
-            "gold": self.gold.to_dict(),
-            "without_fix": self.without_fix.to_dict(),
+            "gold": entry(self.gold),
+            "without_fix": entry(self.without_fix),
         }
+
+    def write_logs(self, logs: RunLogs) -> None:
+        """Both evaluations' logs (models "gold" and "empty") under ``logs``; a failed write is OSError."""
+        logs.write(self.gold)
+        logs.write(self.without_fix)
 
 
 def _listing(tests: Sequence[str]) -> str:

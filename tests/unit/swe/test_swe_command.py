@@ -49,7 +49,8 @@ def respond(script: str, files: Mapping[str, bytes]) -> ExecResult:
 
 
 @pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch) -> FakeRuntime:
+def fake(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> FakeRuntime:
+    monkeypatch.chdir(tmp_path)  # without --out the logs go under the working directory
     runtime = FakeRuntime(respond)
     monkeypatch.setattr(swe_jobs, "open_runtime", lambda: runtime)
     return runtime
@@ -197,3 +198,119 @@ def test_validate_harness_rejects_an_unknown_harness_before_running(fake: FakeRu
     assert run.exit_code == 2
     assert "no-such-harness" in run.stderr
     assert fake.containers == []
+
+
+# ---- whole logs on disk (SWE-bench's logs/run_evaluation/<run_id>/<model>/<instance_id>/) ----
+
+LONG_LINES = [f"PASSED t::filler_{n} padding the log past the report's tail" for n in range(2_000)]
+
+
+def long_respond(script: str, files: Mapping[str, bytes]) -> ExecResult:
+    # the test output alone is far longer than LOG_TAIL, so the tail cannot hold its start marker
+    if script == "apply.sh":
+        return result(">>>>> Applied Patch (git apply --verbose)\n")
+    patch = files["/tmp/polar-eval/model.patch"].decode()
+    bug = "PASSED t::bug" if patch == GOLD else "FAILED t::bug - x"
+    return result(marked_log(*LONG_LINES, bug, "PASSED t::ok"))
+
+
+@pytest.fixture
+def long_fake(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> FakeRuntime:
+    monkeypatch.chdir(tmp_path)
+    runtime = FakeRuntime(long_respond)
+    monkeypatch.setattr(swe_jobs, "open_runtime", lambda: runtime)
+    return runtime
+
+
+def expected_test_output(patch: str) -> str:
+    bug = "PASSED t::bug" if patch == GOLD else "FAILED t::bug - x"
+    return marked_log(*LONG_LINES, bug, "PASSED t::ok")
+
+
+def test_evaluate_writes_each_whole_log_beside_the_report(long_fake: FakeRuntime, tmp_path: Path) -> None:
+    from polar_cli.swe import grading
+    from polar_cli.swe.evaluate import LOG_TAIL
+
+    manifest = write_jsonl(tmp_path / "m.jsonl", [row("o__r-1"), row("o__r-2")])
+    preds = write_jsonl(
+        tmp_path / "preds.jsonl",
+        [
+            {"instance_id": "o__r-1", "model_patch": GOLD, "model_name_or_path": "org/model"},
+            {"instance_id": "o__r-2", "model_patch": WRONG, "model_name_or_path": "org/model"},
+        ],
+    )
+    (tmp_path / "reports").mkdir()
+    out = tmp_path / "reports" / "report.json"
+    run = invoke("evaluate", str(preds), "--manifest", str(manifest), "--out", str(out), "--run-id", "r1")
+    assert run.exit_code == 0, run.output
+    report = orjson.loads(out.read_bytes())
+    assert report["run_id"] == "r1"
+    for entry, patch in zip(report["instances"], (GOLD, WRONG), strict=True):
+        instance_id = entry["instance_id"]
+        assert entry["log_path"] == f"logs/run_evaluation/r1/org__model/{instance_id}/test_output.txt"
+        log = out.parent / entry["log_path"]
+        whole = expected_test_output(patch)
+        assert len(whole) > LOG_TAIL
+        assert log.read_bytes() == whole.encode()
+        assert log.read_text().startswith(grading.START_TEST_OUTPUT)
+        assert grading.START_TEST_OUTPUT not in entry["log_tail"]  # the tail stays bounded, and lost the marker
+        assert len(entry["log_tail"]) == LOG_TAIL
+        assert (log.parent / "run_instance.log").read_text() == ">>>>> Applied Patch (git apply --verbose)\n"
+        assert orjson.loads((log.parent / "report.json").read_bytes()) == entry
+        assert not [p for p in log.parent.iterdir() if p.name.endswith(".tmp")]
+    assert [e["resolved"] for e in report["instances"]] == [True, False]
+
+
+def test_evaluate_without_out_logs_under_the_working_directory(long_fake: FakeRuntime, tmp_path: Path) -> None:
+    manifest = write_jsonl(tmp_path / "m.jsonl", [row("o__r-1")])
+    run = invoke("evaluate", str(predictions(tmp_path, {"o__r-1": GOLD})), "--manifest", str(manifest), "--json")
+    assert run.exit_code == 0, run.output
+    payload = orjson.loads(run.stdout)
+    run_id = payload["run_id"]
+    assert run_id and "/" not in run_id  # derived from the time
+    path = payload["instances"][0]["log_path"]
+    assert path == f"logs/run_evaluation/{run_id}/m/o__r-1/test_output.txt"
+    assert (tmp_path / path).read_bytes() == expected_test_output(GOLD).encode()
+
+
+def test_validate_writes_gold_and_empty_logs(long_fake: FakeRuntime, tmp_path: Path) -> None:
+    from polar_cli.swe import grading
+
+    manifest = write_jsonl(tmp_path / "m.jsonl", [row("o__r-1")])
+    out = tmp_path / "v.json"
+    run = invoke("validate", str(manifest), "--out", str(out), "--run-id", "v-1")
+    assert run.exit_code == 0, run.output
+    report = orjson.loads(out.read_bytes())
+    assert report["run_id"] == "v-1"
+    entry = report["instances"][0]
+    for key, model, patch in (("gold", "gold", GOLD), ("without_fix", "empty", "")):
+        assert entry[key]["log_path"] == f"logs/run_evaluation/v-1/{model}/o__r-1/test_output.txt"
+        log = tmp_path / entry[key]["log_path"]
+        assert log.read_bytes() == expected_test_output(patch).encode()
+        assert log.read_text().startswith(grading.START_TEST_OUTPUT)
+        assert orjson.loads((log.parent / "report.json").read_bytes()) == entry[key]
+    # no patch was applied without the fix: its apply output is empty
+    assert (tmp_path / "logs/run_evaluation/v-1/empty/o__r-1/run_instance.log").read_bytes() == b""
+
+
+@pytest.mark.parametrize("command", ["evaluate", "validate"])
+def test_a_log_that_cannot_be_written_fails_the_command(long_fake: FakeRuntime, tmp_path: Path, command: str) -> None:
+    manifest = write_jsonl(tmp_path / "m.jsonl", [row("o__r-1")])
+    (tmp_path / "logs").write_text("a file where the log directory goes")
+    out = tmp_path / "report.json"
+    args = [str(predictions(tmp_path, {"o__r-1": GOLD})), "--manifest"] if command == "evaluate" else []
+    run = invoke(command, *args, str(manifest), "--out", str(out))
+    assert run.exit_code == 1, run.output
+    errors = [line for line in run.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, run.stderr
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("command", ["evaluate", "validate"])
+def test_a_bad_run_id_is_bad_usage(long_fake: FakeRuntime, tmp_path: Path, command: str) -> None:
+    manifest = write_jsonl(tmp_path / "m.jsonl", [row("o__r-1")])
+    args = [str(predictions(tmp_path, {"o__r-1": GOLD})), "--manifest"] if command == "evaluate" else []
+    run = invoke(command, *args, str(manifest), "--run-id", "../escape")
+    assert run.exit_code == 2
+    assert "--run-id" in run.stderr
+    assert long_fake.containers == []
