@@ -1,14 +1,16 @@
 """Evaluate a candidate patch in a fresh container from the instance image, the way SWE-bench's harness does.
 
-1. Apply the patch in /testbed: ``git apply --verbose``, then ``git apply --verbose --reject``, then
-   ``patch --batch --fuzz=5 -p1 -i`` (SWE-bench's order). Unlike SWE-bench, a failed attempt is rolled back first,
-   so each fallback starts from the clean tree instead of the previous attempt's leftovers.
+1. Apply the patch in /testbed with SWE-bench 5.0.2's commands in its order (`APPLY_COMMANDS`, its
+   ``GIT_APPLY_CMDS``). A failed attempt is rolled back (the files the patch touches, back to how they were
+   before the first attempt; their index entries to HEAD) so each fallback starts clean. If every attempt fails
+   but ``git apply --check --reverse`` succeeds, the patch is already applied and is accepted, as 5.0.2 does.
 2. Reset every file the test patch touches to the base commit (removing the ones the base commit lacks): whatever
    the patch did to the tests is gone. Then apply the test patch.
 3. Run the test command on the files the test patch touches, between SWE-bench's markers, under a per-instance
    timeout; grade the log (`grading`). The command is the row's ``test_cmd``, else the repository's in
    `repos.REPOS`, with the files as that runner's directives (Django: dotted labels); a repository that has
-   neither is an error, never a pytest run that cannot start.
+   neither is an error, never a pytest run that cannot start. The test command's exit status is echoed after the
+   end marker as SWE-bench's ``>>>>> Test Exit Code: N`` (`grading.TEST_EXIT_CODE`).
 
 A run whose runner could not start (exit 126 or 127) or whose log lacks the test-output markers is outcome
 "error": the machinery failed, the candidate did not.
@@ -19,7 +21,6 @@ checkout without Docker.
 
 from __future__ import annotations
 
-import re
 import shlex
 import time
 from collections.abc import Callable, Sequence
@@ -40,15 +41,21 @@ DEFAULT_TIMEOUT = 1800.0
 APPLY_TIMEOUT = 300.0
 WORKDIR = "/testbed"
 EVAL_DIR = "/tmp/polar-eval"
-APPLY_COMMANDS = ("git apply --verbose", "git apply --verbose --reject", "patch --batch --fuzz=5 -p1 -i")
+# swebench 5.0.2 harness/run_evaluation.py GIT_APPLY_CMDS, same commands, same order
+APPLY_COMMANDS = (
+    "git apply --verbose",
+    "git apply --verbose --3way",
+    "git apply --verbose --reject",
+    "patch --batch --forward --fuzz=5 -p1 -i",
+)
+# 5.0.2 accepts a patch that every command refused if this succeeds: it is already applied
+ALREADY_APPLIED_CHECK = "git apply --check --reverse"
 LOG_TAIL = 20_000
 # SWE-bench keeps the whole log; a cap this size is only reached by a run gone wrong
 OUTPUT_CAP = 64 * 1024 * 1024
 
 Outcome = Literal["resolved", "unresolved", "error"]
 
-TEST_EXIT = "polar: test command exited with"
-_TEST_EXIT = re.compile(rf"^{re.escape(TEST_EXIT)} (\d+)$", re.MULTILINE)
 # bash: 126 the command is not executable, 127 it does not exist
 RUNNER_CANNOT_START = (126, 127)
 
@@ -68,10 +75,16 @@ def apply_script(patch_path: str, touched: Sequence[str], workdir: str = WORKDIR
 cd {shlex.quote(workdir)} || exit 1
 git config --global --add safe.directory {shlex.quote(workdir)} 2>/dev/null
 patch_file={shlex.quote(patch_path)}
+# rollback restores the touched files as they were before the first attempt (index: HEAD, --3way stages)
+backup=$(mktemp -d) || exit 1
+for p in {paths}; do
+  if [ -e "$p" ]; then mkdir -p -- "$backup/$(dirname -- "$p")" && cp -p -- "$p" "$backup/$p"; fi
+done
 rollback() {{
   for p in {paths}; do
-    if git cat-file -e "HEAD:$p" 2>/dev/null; then git checkout -q HEAD -- "$p"; else rm -f -- "$p"; fi
-    for extra in "$p.rej" "$p.orig"; do git cat-file -e "HEAD:$extra" 2>/dev/null || rm -f -- "$extra"; done
+    git reset -q -- "$p" >/dev/null 2>&1
+    if [ -e "$backup/$p" ]; then cp -p -- "$backup/$p" "$p"; else rm -f -- "$p"; fi
+    for extra in "$p.rej" "$p.orig"; do [ -e "$backup/$extra" ] || rm -f -- "$extra"; done
   done
 }}
 try() {{
@@ -81,6 +94,10 @@ try() {{
   return 1
 }}
 {attempts}
+if {ALREADY_APPLIED_CHECK} "$patch_file" 2>/dev/null; then
+  echo "{grading.APPLY_PATCH_PASS} (already applied: {ALREADY_APPLIED_CHECK} succeeds)"
+  exit 0
+fi
 echo "{grading.APPLY_PATCH_FAIL}"
 exit 1
 """
@@ -106,9 +123,8 @@ def resolve_test_command(instance: Instance, override: str | None = None) -> str
 
 
 def runner_exit_code(log: str) -> int | None:
-    """The test command's exit status as the eval script printed it (the last such line), if it did."""
-    codes = _TEST_EXIT.findall(log)
-    return int(codes[-1]) if codes else None
+    """The test command's exit status as the eval script printed it (`grading.test_exit_code`), if it did."""
+    return grading.test_exit_code(log)
 
 
 def eval_script(
@@ -137,8 +153,9 @@ done
 git apply --verbose {shlex.quote(test_patch_path)} || {{ echo "{grading.TEST_PATCH_FAIL}"; exit 1; }}
 echo "{grading.START_TEST_OUTPUT}"
 {command}
-echo "{TEST_EXIT} $?"
+{grading.TEST_EXIT_CODE_VAR}=$?
 echo "{grading.END_TEST_OUTPUT}"
+echo "{grading.TEST_EXIT_CODE}: ${grading.TEST_EXIT_CODE_VAR}"
 """
 
 

@@ -10,6 +10,9 @@ The rules (SWE-bench ``harness/grading.py``, restated):
 - Rule 5, no verdict from a broken run: a log that carries a failure marker (patch or test patch did not apply,
   reset failed, tests errored or timed out), or lacks either test-output marker, makes the instance unresolved
   without looking at any test.
+- Rule 5b, the exit code backs the log (5.0.2 ``get_logs_eval``): if the test command exited non-zero
+  (``>>>>> Test Exit Code: N``, N != 0) and the parsed log has tests but none FAILED or ERROR, the log does not
+  describe the run (e.g. a patch printing its own PASSED lines): no verdict, unresolved. No marker = no check.
 - Rule 6, where to read: only the text between the markers is parsed; if it yields no test at all, the whole log
   is parsed (some runners print results outside the markers).
 
@@ -18,6 +21,7 @@ The marker strings are SWE-bench's own, so logs stay readable by SWE-bench tooli
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -32,6 +36,10 @@ TESTS_ERROR = ">>>>> Tests Errored"
 TESTS_TIMEOUT = ">>>>> Tests Timed Out"
 START_TEST_OUTPUT = ">>>>> Start Test Output"
 END_TEST_OUTPUT = ">>>>> End Test Output"
+TEST_EXIT_CODE = ">>>>> Test Exit Code"
+TEST_EXIT_CODE_VAR = "SWEBENCH_TEST_EXIT_CODE"
+# the eval script echoes it after END_TEST_OUTPUT; the last one is the script's own (5.0.2 reads the first)
+_TEST_EXIT_CODE = re.compile(rf"^{re.escape(TEST_EXIT_CODE)}:\s*(-?\d+)\s*$", re.MULTILINE)
 # ours: SWE-bench lets a test patch that does not apply go on to run the tests; we stop there
 TEST_PATCH_FAIL = ">>>>> Test Patch Apply Failed"
 
@@ -140,15 +148,35 @@ def failure_marker(log: str) -> str | None:
     return next((reason for marker, reason in _FAILURE_MARKERS.items() if marker in log), None)
 
 
+def test_exit_code(log: str) -> int | None:
+    """The test command's exit status from the last ``>>>>> Test Exit Code: N`` line, if there is one."""
+    codes = _TEST_EXIT_CODE.findall(log)
+    return int(codes[-1]) if codes else None
+
+
+def exit_code_contradiction(log: str, status_map: Mapping[str, TestStatus]) -> str | None:
+    """Rule 5b: why the exit code says the parsed log is not the real run, if it does."""
+    code = test_exit_code(log)
+    if code in (None, 0) or not status_map:
+        return None
+    if any(status in (TestStatus.FAILED, TestStatus.ERROR) for status in status_map.values()):
+        return None
+    return f"the test command exited {code} but the log reports no failing test"
+
+
 def read_test_log(log: str, parser: LogParser) -> tuple[dict[str, TestStatus], str | None]:
-    """Rules 5 and 6: the status map, or an empty map and the reason the run gives no verdict."""
+    """Rules 5, 5b and 6: the status map, or an empty map and the reason the run gives no verdict."""
     failed = failure_marker(log)
     if failed is not None:
         return {}, failed
     if START_TEST_OUTPUT not in log or END_TEST_OUTPUT not in log:
         return {}, "the test-output markers are missing"
     between = log.split(START_TEST_OUTPUT, 1)[1].split(END_TEST_OUTPUT, 1)[0]
-    return parser(between) or parser(log), None
+    status_map = parser(between) or parser(log)
+    contradiction = exit_code_contradiction(log, status_map)
+    if contradiction is not None:
+        return {}, contradiction
+    return status_map, None
 
 
 def grade_log(log: str, fail_to_pass: Sequence[str], pass_to_pass: Sequence[str], parser: LogParser) -> Grade:

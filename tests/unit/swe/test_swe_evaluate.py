@@ -164,9 +164,7 @@ def test_unknown_repository_without_test_cmd_is_an_error_naming_it() -> None:
 
 @pytest.mark.parametrize("code", [126, 127])
 def test_runner_that_cannot_start_is_an_error_not_unresolved(code: int) -> None:
-    log = marked_log("bash: pytest: command not found").replace(
-        ">>>>> End", f"polar: test command exited with {code}\n>>>>> End"
-    )
+    log = marked_log("bash: pytest: command not found") + f">>>>> Test Exit Code: {code}\n"
     evaluation = evaluate_instance(FakeRuntime(responder(apply=APPLIED, eval=result(log))), INSTANCE, "x", OPTIONS)
     assert (evaluation.outcome, evaluation.reason) == (
         "error",

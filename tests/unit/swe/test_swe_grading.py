@@ -7,7 +7,15 @@ from pathlib import Path
 import pytest
 
 from polar_cli.swe import grading
-from polar_cli.swe.grading import ResolvedStatus, grade_log, grade_tests, resolution
+from polar_cli.swe.grading import (
+    END_TEST_OUTPUT,
+    START_TEST_OUTPUT,
+    TEST_EXIT_CODE,
+    ResolvedStatus,
+    grade_log,
+    grade_tests,
+    resolution,
+)
 from polar_cli.swe.logparse import TestStatus, parse_log_pytest
 
 P, F, S, E, X = TestStatus.PASSED, TestStatus.FAILED, TestStatus.SKIPPED, TestStatus.ERROR, TestStatus.XFAIL
@@ -130,3 +138,23 @@ def test_reports_in_swebench_shape_and_per_test() -> None:
         {"test": "b", "group": "PASS_TO_PASS", "status": "SKIPPED", "ok": True},
         {"test": "c", "group": "PASS_TO_PASS", "status": "FAILED", "ok": False},
     ]
+
+
+def test_spoofed_passed_lines_with_nonzero_exit_are_no_verdict_like_swebench_502(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from swebench.harness.grading import get_logs_eval
+
+    body = "PASSED tests/t.py::test_bug\nPASSED tests/t.py::test_ok\n"
+    for code, ours_graded in ((1, False), (0, True)):
+        log = f"{START_TEST_OUTPUT}\n{body}{END_TEST_OUTPUT}\n{TEST_EXIT_CODE}: {code}\n"
+        (tmp_path / "log").write_text(log)
+        _, found = get_logs_eval(SimpleNamespace(log_parser="parse_log_pytest"), str(tmp_path / "log"))  # type: ignore[arg-type]
+        grade = grade_log(log, ["tests/t.py::test_bug"], ["tests/t.py::test_ok"], parse_log_pytest)
+        assert found is ours_graded and grade.resolved is ours_graded
+    assert grade_log(log.replace(": 0", ": 2"), [], [], parse_log_pytest).reason == (
+        "the test command exited 2 but the log reports no failing test"
+    )
+    # a real failure explains the non-zero exit: graded normally, as 5.0.2 does
+    failing = log.replace("PASSED tests/t.py::test_ok", "FAILED tests/t.py::test_ok").replace(": 0", ": 1")
+    assert grade_log(failing, [], ["tests/t.py::test_ok"], parse_log_pytest).tests is not None

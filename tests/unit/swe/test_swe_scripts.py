@@ -16,7 +16,7 @@ import pytest
 
 from polar_cli.swe import grading
 from polar_cli.swe.diffs import touched_paths
-from polar_cli.swe.evaluate import apply_script, eval_script
+from polar_cli.swe.evaluate import ALREADY_APPLIED_CHECK, APPLY_COMMANDS, apply_script, eval_script, runner_exit_code
 from polar_cli.swe.grading import grade_log
 from polar_cli.swe.logparse import parse_log_pytest
 from polar_cli.swe.manifest import Instance, load_manifest
@@ -106,7 +106,7 @@ def test_patch_with_drifted_context_falls_back_to_gnu_patch(
     applied = apply(drifted, textkit, env)
     assert applied.returncode == 0, applied.stdout + applied.stderr
     assert "polar: 'git apply --verbose' failed" in applied.stdout
-    assert f"{grading.APPLY_PATCH_PASS} (patch --batch --fuzz=5 -p1 -i)" in applied.stdout
+    assert f"{grading.APPLY_PATCH_PASS} (patch --batch --forward --fuzz=5 -p1 -i)" in applied.stdout
     assert evaluate(instance, textkit, env).resolved
 
 
@@ -182,3 +182,50 @@ def test_test_patch_that_does_not_apply_stops_the_run(
     instance = dataclasses.replace(demo["polar-demo__textkit-7"], test_patch=demo["polar-demo__csvsift-4"].test_patch)
     grade = evaluate(instance, textkit, env)
     assert (grade.resolved, grade.reason) == (False, "the test patch did not apply")
+
+
+def test_apply_commands_are_swebench_502s_in_its_order() -> None:
+    from swebench.harness.run_evaluation import GIT_APPLY_CMDS
+
+    assert list(APPLY_COMMANDS) == GIT_APPLY_CMDS
+    script = apply_script("/tmp/p.patch", ["a.py"])
+    tries = [line.removeprefix("try ").removesuffix(" && exit 0").strip("'") for line in script.splitlines()]
+    assert [t for t in tries if t in GIT_APPLY_CMDS] == GIT_APPLY_CMDS
+    # the already-applied check comes after every attempt, as in 5.0.2
+    assert script.index(ALREADY_APPLIED_CHECK) > script.index(GIT_APPLY_CMDS[-1])
+
+
+def test_already_applied_patch_is_accepted(demo: dict[str, Instance], textkit: Path, env: dict[str, str]) -> None:
+    instance = demo["polar-demo__textkit-7"]
+    assert apply(instance.patch, textkit, env).returncode == 0
+    after_first = status(textkit, env)
+    again = apply(instance.patch, textkit, env)
+    assert again.returncode == 0, again.stdout + again.stderr
+    # every command refuses it, in 5.0.2's order; then 5.0.2's reverse check accepts it
+    failed = [c for c in APPLY_COMMANDS if f"polar: '{c}' failed" in again.stdout]
+    assert failed == list(APPLY_COMMANDS), again.stdout
+    assert f"{grading.APPLY_PATCH_PASS} (already applied: {ALREADY_APPLIED_CHECK} succeeds)" in again.stdout
+    # each rollback restored the tree as it was (patch still applied, no .rej/.orig left)
+    assert status(textkit, env) == after_first
+    assert evaluate(instance, textkit, env).resolved
+
+
+def test_eval_script_writes_swebenchs_exit_code_marker_after_the_end_marker(
+    demo: dict[str, Instance], textkit: Path, env: dict[str, str]
+) -> None:
+    from swebench.harness import constants
+
+    assert (grading.TEST_EXIT_CODE, grading.TEST_EXIT_CODE_VAR) == (
+        constants.TEST_EXIT_CODE,
+        constants.TEST_EXIT_CODE_VAR,
+    )
+    instance = demo["polar-demo__textkit-7"]
+    test_patch = textkit.parent / "test.patch"
+    test_patch.write_text(instance.test_patch)
+    script = eval_script(instance, TEST_CMD, str(test_patch), str(textkit), conda=False)
+    assert f'echo "{constants.TEST_EXIT_CODE}: ${constants.TEST_EXIT_CODE_VAR}"\n' in script
+    log = run(script, textkit, env).stdout
+    # without the fix FAIL_TO_PASS fails: pytest exits 1, recorded after the end marker
+    tail = log.split(grading.END_TEST_OUTPUT, 1)[1]
+    assert tail.strip() == ">>>>> Test Exit Code: 1"
+    assert runner_exit_code(log) == 1
