@@ -200,6 +200,8 @@ class Gateway:
 
     def _remember(self, session: Session, body: dict[str, Any], completion: Completion, answer: UpstreamAnswer) -> None:
         """Keep what later calls of the session need: the reasoning of this answer, its tokens (token-in)."""
+        if self.options.reasoning != "reinject" and self.token_in is None:
+            return
         calls = [
             {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
             for c in completion.tool_calls

@@ -70,14 +70,21 @@ class ReasoningMemory:
         while len(self._by_key) > self.limit:
             self._by_key.popitem(last=False)
 
+    def _lookup(self, message: Mapping[str, Any]) -> str | None:
+        # the id key is cheap; the content key (a digest of text and parsed arguments) only when it misses
+        key = turn_key(message)
+        if key is not None and key in self._by_key:
+            return self._by_key[key]
+        key = content_key(message)
+        return self._by_key.get(key) if key is not None else None
+
     def reinject(self, messages: Sequence[Mapping[str, Any]]) -> tuple[list[Mapping[str, Any]], int]:
         """``messages`` with remembered reasoning put back into assistant turns sent without any; how many."""
         out: list[Mapping[str, Any]] = []
         restored = 0
         for m in messages:
             if m.get("role") == "assistant" and not m.get("reasoning_content") and self._by_key:
-                keys = (k for k in (turn_key(m), content_key(m)) if k is not None and k in self._by_key)
-                reasoning = next((self._by_key[k] for k in keys), None)
+                reasoning = self._lookup(m)
                 if reasoning is not None:
                     m = {**m, "reasoning_content": reasoning}
                     restored += 1

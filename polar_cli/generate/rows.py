@@ -20,6 +20,7 @@ from polar_cli.node.pools import RunEnd
 from polar_cli.swe.evaluate import Evaluation
 from polar_cli.swe.manifest import Instance
 from polar_cli.trajectory import Build, Trace
+from polar_cli.trajectory.stats import COUNTS
 
 Status = Literal[
     "OK", "TIMEOUT", "HARNESS_ERROR", "INIT_ERROR", "INIT_TIMEOUT", "RUN_ERROR", "POSTRUN_ERROR", "EVAL_ERROR"
@@ -118,19 +119,8 @@ def _stats(facts: SessionFacts) -> dict[str, Any]:
     }
 
 
-# the merge counts a row's stats carry (and its state line, for the run's summary)
-MERGE_STATS = (
-    "chains_total",
-    "chains_full",
-    "chains_truncated",
-    "completions_total",
-    "completions_merged",
-    "completions_skipped",
-    "conversations",
-    "merge_rate",
-    "turns_drifted",
-    "drift_tokens",
-)
+# the merge counts a row's stats carry (and its state line, for the run's summary): a session's, and its rate
+MERGE_STATS = (*(k for k in COUNTS if k != "sessions"), "merge_rate")
 
 
 def build_row(

@@ -78,15 +78,15 @@ def state_entry(row: Mapping[str, Any], segment: int, t: float) -> dict[str, Any
 
 
 # the merge counts the summary adds up (rows written before they existed lack some)
-_MERGE = (
+MERGE_COUNTS = (
     "completions_total",
     "completions_merged",
     "conversations",
     "turns_drifted",
     "drift_tokens",
     "token_in_calls",
-    "split_counts",
 )
+_MERGE = (*MERGE_COUNTS, "split_counts")
 
 
 def last_row(path: Path) -> dict[str, Any] | None:

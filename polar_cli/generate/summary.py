@@ -15,17 +15,8 @@ from typing import Any
 import orjson
 
 from polar_cli.corpus.writer import read_jsonl
-from polar_cli.generate.state import ERRORS, STATE, segments
+from polar_cli.generate.state import ERRORS, MERGE_COUNTS, STATE, segments
 from polar_cli.trajectory.stats import merge_rate
-
-_MERGE_COUNTS = (
-    "completions_total",
-    "completions_merged",
-    "conversations",
-    "turns_drifted",
-    "drift_tokens",
-    "token_in_calls",
-)
 
 
 def _rate(accepted: int, attempts: int) -> float | None:
@@ -53,11 +44,11 @@ def _merge(entries: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         if not merge:  # a state line written before merge stats were kept
             continue
         sessions += 1
-        totals.update({k: int(merge.get(k) or 0) for k in _MERGE_COUNTS})
+        totals.update({k: int(merge.get(k) or 0) for k in MERGE_COUNTS})
         splits.update(merge.get("split_counts") or {})
     return {
         "sessions": sessions,
-        **{k: totals[k] for k in _MERGE_COUNTS},
+        **{k: totals[k] for k in MERGE_COUNTS},
         "merge_rate": merge_rate(totals["completions_merged"], totals["completions_total"], totals["conversations"]),
         "splits": {kind: n for kind, n in sorted(splits.items()) if n},
     }
@@ -157,18 +148,15 @@ def render_summary(summary: Mapping[str, Any]) -> Any:
         for name, g in summary[key].items():
             table.add_row(name, str(g["attempts"]), str(g["accepted"]), _pct(g["acceptance_rate"]))
         parts.append(table)
-    if merge.get("splits"):
-        splits = Table(title="chains split because")
-        splits.add_column("kind")
-        splits.add_column("splits", justify="right")
-        for kind, n in sorted(merge["splits"].items(), key=lambda kv: -kv[1]):
-            splits.add_row(kind, str(n))
-        parts.append(splits)
-    if summary["reject_reasons"]:
-        reasons = Table(title="rejected because")
-        reasons.add_column("reason")
-        reasons.add_column("sessions", justify="right")
-        for reason, n in sorted(summary["reject_reasons"].items(), key=lambda kv: -kv[1]):
-            reasons.add_row(reason, str(n))
-        parts.append(reasons)
+    for title, what, unit, counts in (
+        ("chains split because", "kind", "splits", merge.get("splits")),
+        ("rejected because", "reason", "sessions", summary["reject_reasons"]),
+    ):
+        if counts:
+            table = Table(title=title)
+            table.add_column(what)
+            table.add_column(unit, justify="right")
+            for name, n in sorted(counts.items(), key=lambda kv: -kv[1]):
+                table.add_row(name, str(n))
+            parts.append(table)
     return Group(*parts)

@@ -105,10 +105,10 @@ class MergeStats:
         splits: list[Split] = []
         skips: list[Skip] = []
         for p in parts:
-            counts.update({k: getattr(p, k) for k in _COUNTS})
+            counts.update({k: getattr(p, k) for k in COUNTS})
             splits.extend(p.splits)
             skips.extend(p.skips)
-        return cls(**{k: counts[k] for k in _COUNTS}, splits=tuple(splits), skips=tuple(skips))
+        return cls(**{k: counts[k] for k in COUNTS}, splits=tuple(splits), skips=tuple(skips))
 
     def split_counts(self) -> dict[str, int]:
         """Splits by kind, every kind present (0 where none): one schema for every row, which Parquet needs."""
@@ -120,7 +120,7 @@ class MergeStats:
 
     def counts(self) -> dict[str, Any]:
         """The counts, ``merge_rate`` and splits and skips by kind: small enough for a line per session."""
-        out: dict[str, Any] = {k: getattr(self, k) for k in _COUNTS}
+        out: dict[str, Any] = {k: getattr(self, k) for k in COUNTS}
         out["merge_rate"] = self.merge_rate
         out["split_counts"] = self.split_counts()
         out["skip_counts"] = self.skip_counts()
@@ -139,7 +139,7 @@ def merge_rate(merged: int, total: int, conversations: int) -> float | None:
     return round(merged / could, 4) if could > 0 else None
 
 
-_COUNTS = (
+COUNTS = (
     "sessions",
     "chains_total",
     "chains_full",
