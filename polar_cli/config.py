@@ -22,6 +22,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from polar_cli.errors import ConfigError
+from polar_cli.swe.tamper import TamperMode
 from polar_cli.translate.dialects import DialectName
 
 EngineKind = Literal["gold", "noop", "sglang", "vllm", "server"]
@@ -182,6 +183,9 @@ class RuntimeConfig(_Strict):
     """URL the harnesses reach the gateway at (None: ``http://{gateway_host}:{port}``; set it for bridge networks)."""
     build_images: bool = True
     """Build missing harness bundles and the manifest's buildable instance images before the run."""
+    strip_history: bool = True
+    """At INIT, leave the repository nothing from after the base commit (later commits, tags, branches, remotes,
+    reflogs, stashes, unreachable objects): agents have found the gold fix with ``git log --all``."""
 
 
 class ConcurrencyConfig(_Strict):
@@ -202,6 +206,16 @@ class TimeoutsConfig(_Strict):
     """Seconds the harness process may run (None: whatever is left of the session timeout)."""
     eval: float = Field(default=1800.0, gt=0)
     """Seconds for the instance's tests when grading."""
+
+
+class EvalConfig(_Strict):
+    network: str = "bridge"
+    """Docker network of the grading containers. SWE-bench 5.0.2 creates its evaluation containers without a network
+    setting, so they get Docker's default ``bridge``; ``none`` cuts the tests off from the network."""
+    tamper: TamperMode = "reject"
+    """The patch's changes to test infrastructure the test patch does not own (conftest.py, pytest/tox config, test
+    files; `swe.tamper`): reject grades such an attempt unresolved (reason ``tamper: <paths>``), revert drops those
+    files' changes and grades the rest, off grades it as SWE-bench does (a planted conftest.py can pass any test)."""
 
 
 class BuilderConfig(_Strict):
@@ -245,6 +259,8 @@ class Recipe(_Strict):
     """Stage pools and the READY buffer."""
     timeouts: TimeoutsConfig = Field(default_factory=TimeoutsConfig)
     """Session, agent and evaluation time limits."""
+    eval: EvalConfig = Field(default_factory=EvalConfig)
+    """How sessions are graded (their time limit is ``timeouts.eval``)."""
     builder: BuilderConfig = Field(default_factory=BuilderConfig)
     """How capture records become trajectories."""
     output: OutputConfig = Field(default_factory=OutputConfig)

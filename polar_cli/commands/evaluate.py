@@ -14,9 +14,12 @@ import typer
 
 from polar_cli.commands.common import FAILED, exit_codes
 from polar_cli.commands.swe_jobs import (
+    ExactOpt,
     JsonOpt,
     ManifestArg,
+    NetworkOpt,
     RunIdOpt,
+    TamperOpt,
     TemplateOpt,
     TimeoutOpt,
     WorkersOpt,
@@ -24,8 +27,9 @@ from polar_cli.commands.swe_jobs import (
     report,
     run_jobs,
     run_logs,
+    tamper_mode,
 )
-from polar_cli.swe.evaluate import DEFAULT_TIMEOUT, Evaluation, evaluate_many
+from polar_cli.swe.evaluate import DEFAULT_NETWORK, DEFAULT_TIMEOUT, Evaluation, evaluate_many
 from polar_cli.swe.manifest import load_manifest
 from polar_cli.swe.predictions import evaluation_jobs, evaluation_report, load_predictions
 
@@ -48,7 +52,10 @@ def _print_evaluations(results: Sequence[Evaluation]) -> None:
         f2p = _tests_cell(tests.fail_to_pass_success, tests.fail_to_pass_failure) if tests else "-"
         p2p = _tests_cell(tests.pass_to_pass_success, tests.pass_to_pass_failure) if tests else "-"
         outcome = f"[{style[r.outcome]}]{r.outcome}[/]"
-        table.add_row(r.instance_id, r.model, outcome, f2p, p2p, r.reason or r.grade.reason or "")
+        reason = r.reason or r.grade.reason or ""
+        if r.tamper is not None and r.tamper.reverted:
+            reason = "; ".join(filter(None, [reason, f"reverted: {', '.join(r.tamper.reverted)}"]))
+        table.add_row(r.instance_id, r.model, outcome, f2p, p2p, reason)
     console = Console()
     console.print(table)
     resolved = sum(r.resolved for r in results)
@@ -67,8 +74,13 @@ def evaluate(
     timeout: TimeoutOpt = DEFAULT_TIMEOUT,
     workers: WorkersOpt = 1,
     run_id: RunIdOpt = None,
+    network: NetworkOpt = DEFAULT_NETWORK,
+    tamper: TamperOpt = None,
+    swe_bench_exact: ExactOpt = False,
 ) -> None:
-    """Grade SWE-bench-style predictions (instance_id, model_patch, model_name_or_path) exactly as SWE-bench does.
+    """Grade SWE-bench-style predictions (instance_id, model_patch, model_name_or_path) exactly as SWE-bench does,
+    except that by default a patch that changes test infrastructure its test patch does not own (a conftest.py,
+    pytest or tox config, test files) is unresolved (--tamper reject); --swe-bench-exact turns that check off.
 
     Each instance's whole logs go to logs/run_evaluation/RUN_ID/MODEL/INSTANCE_ID/ beside --out (else under the
     working directory); the report links each one as ``log_path``.
@@ -76,7 +88,11 @@ def evaluate(
     with exit_codes():
         check_options(timeout, workers, out)
         logs = run_logs(out, run_id)
-        jobs = evaluation_jobs(load_predictions(predictions), load_manifest(manifest), image_template, timeout)
+        instances = load_manifest(manifest)
+        mode = tamper_mode(tamper, swe_bench_exact)
+        jobs = evaluation_jobs(
+            load_predictions(predictions), instances, image_template, timeout, network=network, tamper=mode
+        )
         results = run_jobs(
             evaluate_many,
             jobs,
@@ -84,7 +100,7 @@ def evaluate(
             lambda r: f"{r.instance_id}: {r.outcome} ({r.seconds:.1f} s)",
             save=logs.write,
         )
-        payload = evaluation_report(results, logs)
+        payload = evaluation_report(results, logs, network=network)
         report(payload, out, json_, lambda: _print_evaluations(results))
     if payload["error_instances"]:
         raise typer.Exit(FAILED)

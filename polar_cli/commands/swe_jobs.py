@@ -13,6 +13,7 @@ import typer
 
 from polar_cli.errors import ConfigError
 from polar_cli.swe.eval_logs import RunLogs, check_run_id
+from polar_cli.swe.tamper import TAMPER_MODES, TamperMode
 
 ManifestArg = Annotated[str, typer.Option("--manifest", help="Manifest: .json/.jsonl/.parquet or a datasets name.")]
 TemplateOpt = Annotated[
@@ -21,6 +22,27 @@ TemplateOpt = Annotated[
 ]
 TimeoutOpt = Annotated[float, typer.Option(help="Per-instance test timeout in seconds.")]
 WorkersOpt = Annotated[int, typer.Option(help="Instances evaluated at once.")]
+NetworkOpt = Annotated[
+    str,
+    typer.Option(help="Docker network of the grading containers (SWE-bench 5.0.2's: Docker's default, bridge)."),
+]
+TamperOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="A patch's changes to test infrastructure its test patch does not own (conftest.py, pytest and tox "
+        "config, test files): reject (unresolved, reason 'tamper: PATHS'), revert (those files' changes dropped, the "
+        "rest graded) or off. Default: reject.",
+        show_default=False,
+    ),
+]
+ExactOpt = Annotated[
+    bool,
+    typer.Option(
+        "--swe-bench-exact",
+        help="Verdicts as SWE-bench's grader gives them: --tamper off (the findings are still reported). Nothing "
+        "else changes.",
+    ),
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as JSON.")]
 RunIdOpt = Annotated[
     str | None,
@@ -44,6 +66,16 @@ def check_options(timeout: float, workers: int, out: Path | None) -> None:
         raise ConfigError("--timeout must be positive and --workers at least 1")
     if out is not None and not out.parent.is_dir():
         raise ConfigError(f"--out {out}: directory {out.parent} does not exist")
+
+
+def tamper_mode(tamper: str | None, swe_bench_exact: bool) -> TamperMode:
+    """``--tamper`` and ``--swe-bench-exact`` as one mode (default reject); the two cannot disagree."""
+    if tamper is not None and tamper not in TAMPER_MODES:
+        raise ConfigError(f"--tamper {tamper}: expected one of {', '.join(TAMPER_MODES)}")
+    if swe_bench_exact and tamper not in (None, "off"):
+        raise ConfigError(f"--swe-bench-exact grades with --tamper off, not {tamper}: give one of the two")
+    mode: TamperMode = "off" if swe_bench_exact else "reject"
+    return next((m for m in TAMPER_MODES if m == tamper), mode)
 
 
 def run_logs(out: Path | None, run_id: str | None) -> RunLogs:

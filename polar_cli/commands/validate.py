@@ -12,13 +12,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
-import orjson
 import typer
 
 from polar_cli.commands.common import FAILED, exit_codes
 from polar_cli.commands.swe_jobs import (
+    ExactOpt,
     JsonOpt,
+    NetworkOpt,
     RunIdOpt,
+    TamperOpt,
     TemplateOpt,
     TimeoutOpt,
     WorkersOpt,
@@ -27,11 +29,14 @@ from polar_cli.commands.swe_jobs import (
     report,
     run_jobs,
     run_logs,
+    tamper_mode,
 )
 from polar_cli.errors import ConfigError
-from polar_cli.swe.evaluate import DEFAULT_TIMEOUT, EvalOptions
+from polar_cli.swe.eval_logs import RunLogs
+from polar_cli.swe.evaluate import DEFAULT_NETWORK, DEFAULT_TIMEOUT, EvalOptions
 from polar_cli.swe.images import instance_image
 from polar_cli.swe.manifest import load_manifest, parse_shard, select
+from polar_cli.swe.tamper import TamperMode
 from polar_cli.swe.validate import Validation, validate_many
 
 
@@ -62,6 +67,9 @@ def _validate_through_harness(
     timeout: float,
     workers: int,
     json_: bool,
+    tamper: TamperMode,
+    logs: RunLogs,
+    out: Path | None,
 ) -> None:
     from polar_cli.generate.validate import validate_through_harness
 
@@ -75,19 +83,26 @@ def _validate_through_harness(
     if shard:
         selection["shard"] = shard
     with exit_codes():
-        results = validate_through_harness(manifest, harness, selection=selection, workers=workers, timeout=timeout)
+        results = validate_through_harness(
+            manifest, harness, selection=selection, workers=workers, timeout=timeout, tamper=tamper, logs=logs
+        )
     payload = {
         "harness": harness,
+        "run_id": logs.run_id,
         "total_instances": len(results),
         "accepted_instances": sum(r.accepted for r in results),
         "broken": {r.instance_id: r.reason for r in results if not r.accepted},
+        # each session's test_output.txt, relative to --out's directory (else the working directory)
+        "log_paths": {r.instance_id: r.log_path for r in results},
     }
-    if json_:
-        typer.echo(orjson.dumps(payload).decode())
-    else:
+
+    def show() -> None:
         for r in results:
             typer.echo(f"{r.instance_id}: {'accepted' if r.accepted else 'NOT accepted: ' + str(r.reason)}")
         typer.echo(f"accepted {payload['accepted_instances']}/{len(results)} through {harness}")
+
+    with exit_codes():
+        report(payload, out, json_, show)
     if not results or payload["accepted_instances"] != len(results):
         raise typer.Exit(FAILED)
 
@@ -111,16 +126,29 @@ def validate(
     out: Annotated[Path | None, typer.Option(help="Write the full report to this JSON file.")] = None,
     json_: JsonOpt = False,
     run_id: RunIdOpt = None,
+    network: NetworkOpt = DEFAULT_NETWORK,
+    tamper: TamperOpt = None,
+    swe_bench_exact: ExactOpt = False,
 ) -> None:
     """Check a manifest: the gold patch must resolve each instance and the empty patch must not.
+
+    The gold patch is graded as `polar generate` grades an attempt, tamper check included (--tamper, default reject):
+    an instance whose gold patch changes test infrastructure its test patch does not own is broken for a generate
+    run with the default recipe; --swe-bench-exact (--tamper off) grades it as SWE-bench does.
 
     Each evaluation's whole logs go to logs/run_evaluation/RUN_ID/{gold,empty}/INSTANCE_ID/ beside --out (else under
     the working directory); the report links each one as ``log_path``.
 
-    With --harness, the gold engine drives that real harness instead, and every instance must come out accepted.
+    With --harness, the gold engine drives that real harness instead, and every instance must come out accepted;
+    each session's evaluation logs go to logs/run_evaluation/RUN_ID/MODEL/SESSION_ID/ in the same place.
     """
+    with exit_codes():
+        mode = tamper_mode(tamper, swe_bench_exact)
     if harness is not None:
-        _validate_through_harness(manifest, harness, instance_ids, repos, limit, shard, timeout, workers, json_)
+        with exit_codes():
+            logs = run_logs(out, run_id)
+        args = (manifest, harness, instance_ids, repos, limit, shard, timeout, workers, json_, mode, logs, out)
+        _validate_through_harness(*args)
         return
     with exit_codes():
         check_options(timeout, workers, out)
@@ -134,12 +162,16 @@ def validate(
         )
         if not chosen:
             raise ConfigError(f"manifest {manifest}: no instance selected")
-        jobs = [(i, EvalOptions(image=instance_image(i, image_template), timeout=timeout)) for i in chosen]
+        jobs = [
+            (i, EvalOptions(image=instance_image(i, image_template), timeout=timeout, network=network, tamper=mode))
+            for i in chosen
+        ]
         results = run_jobs(
             validate_many, jobs, workers, lambda v: f"{v.instance_id}: {v.status}", save=lambda v: v.write_logs(logs)
         )
         payload = {
             "run_id": logs.run_id,
+            "network": network,
             "total_instances": len(results),
             "valid_instances": sum(v.status == "valid" for v in results),
             "broken_ids": [v.instance_id for v in results if v.status == "broken"],

@@ -1,9 +1,11 @@
 """A finished session as one corpus row (docs/design.md "Corpus row"), and the verdict that decides where it goes.
 
 Accepted iff the harness ended normally, the instance is resolved (SWE-bench grading) and at least one model call is
-trainable. Everything else that ran is a reject, with the first reason that applies. Failures of the machinery
-(a container that would not start, a patch that could not be read, an evaluation that could not run, a session that
-timed out before its harness ever ran) are errors: the session is not finished and the next run retries it.
+trainable. Everything else that ran is a reject, with the first reason that applies (a patch that changed test
+infrastructure under ``eval.tamper: reject`` is a reject of its own kind, ``tamper: <paths>``, see `swe.tamper`).
+Failures of the machinery (a container that would not start, a patch that could not be read, an evaluation that
+could not run, a session that timed out before its harness ever ran) are errors: the session is not finished and the
+next run retries it.
 """
 
 from __future__ import annotations
@@ -15,6 +17,9 @@ from typing import Any, Literal
 import orjson
 
 from polar_cli.capture import CaptureRecord
+from polar_cli.generate.lookups import find_lookups
+from polar_cli.generate.session_logs import log_excerpt
+from polar_cli.harness.history import Stripped
 from polar_cli.harness.session import Collected, HarnessRun
 from polar_cli.node.pools import RunEnd
 from polar_cli.swe.evaluate import Evaluation
@@ -46,6 +51,10 @@ class SessionFacts:
     build: Build
     evaluation: Evaluation | None
     eval_seconds: float = 0.0
+    # the evaluation's test_output.txt, relative to the run directory (`session_logs`); None when none was written
+    eval_log_path: str | None = None
+    # what INIT stripped from the repository's history; None when it was kept (or INIT never got there)
+    stripped: Stripped | None = None
 
 
 def status_of(facts: SessionFacts) -> tuple[Status, str | None]:
@@ -79,6 +88,9 @@ def verdict(facts: SessionFacts) -> tuple[Literal["accepted", "rejected", "error
     if status != "OK":
         return "rejected", status, f"{status.lower()}: {detail}"
     evaluation = facts.evaluation
+    if evaluation is not None and evaluation.tamper is not None and evaluation.tamper.rejected:
+        # "tamper: <paths>", its own reject kind (the summary counts reasons by what precedes the first colon)
+        return "rejected", status, evaluation.tamper.reason()
     if evaluation is None or not evaluation.resolved:
         why = (evaluation.reason or evaluation.grade.reason) if evaluation is not None else "not evaluated"
         return "rejected", status, f"unresolved: {why or 'tests failed'}"
@@ -92,11 +104,13 @@ def main_trace(traces: Sequence[Trace]) -> Trace | None:
     return max(traces, key=lambda t: max(t.seqs), default=None)
 
 
-def _eval_report(evaluation: Evaluation | None) -> dict[str, Any] | None:
+def _eval_report(evaluation: Evaluation | None, log_path: str | None) -> dict[str, Any] | None:
     if evaluation is None:
         return None
     report = evaluation.to_dict()
-    report.pop("log_tail", None)  # the whole log is in artifacts/<session>/eval.log
+    report.pop("log_tail", None)  # the whole log is at log_path; the row keeps a bounded excerpt
+    report["log_path"] = log_path
+    report["log_excerpt"] = log_excerpt(evaluation)
     return report
 
 
@@ -148,7 +162,9 @@ def build_row(
         "tools": orjson.dumps(trace.tools if trace is not None else []).decode(),
         "traces": [t.to_row() for t in facts.build.traces],
         "patch": facts.collected.patch if facts.collected is not None else "",
-        "eval": _eval_report(evaluation),
+        "eval": _eval_report(evaluation, facts.eval_log_path),
+        "lookups": find_lookups(facts.records, facts.instance.base_commit),
+        "stripped": facts.stripped.to_dict() if facts.stripped is not None else None,
         "exit_code": run.exit_code if run is not None else None,
         "timing": {**timing, "eval": round(facts.eval_seconds, 3)},
         "stats": _stats(facts),

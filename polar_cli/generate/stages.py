@@ -2,8 +2,9 @@
 
 INIT opens the session at the gateway (its key is the harness's API key; a scripted engine learns the instance it
 answers for) and prepares the container. RUN runs the harness. POSTRUN takes the patch and the harness's logs,
-removes the container, closes the session, reads its capture records back, builds its trajectories and grades the
-patch in a fresh container. The row itself is written by the caller (`run.Generation`), once the timings are final.
+removes the container, closes the session, reads its capture records back, builds its trajectories, grades the
+patch in a fresh container and writes the evaluation's whole logs into the run directory (`session_logs`). The row
+itself is written by the caller (`run.Generation`), once the timings are final.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from polar_cli.capture import CaptureRecord, read_session_views
 from polar_cli.capture.store import session_file
 from polar_cli.config import Recipe
 from polar_cli.generate.rows import SessionFacts
+from polar_cli.generate.session_logs import run_logs, write_session_logs
 from polar_cli.harness.base import HarnessAdapter, Wiring
 from polar_cli.harness.session import HarnessRun, Prepared, SessionSpec
 from polar_cli.inference.gold import Task
@@ -82,6 +84,7 @@ class GenerateStages:
         self.run_dir = run_dir
         self.eot_token_id = recipe.builder.eot_token_id if recipe.builder.eot_token_id is not None else eot_token_id
         self.model = gateway.engine.model
+        self.eval_logs = run_logs(run_dir, recipe.name)
 
     async def init(self, job: Job[SessionPlan], deadline: float) -> PooledSession:
         plan = job.payload
@@ -110,6 +113,7 @@ class GenerateStages:
             cpus=r.cpus,
             memory_bytes=r.memory_mb * 1024 * 1024 if r.memory_mb else None,
             labels={"polar.key": plan.key},
+            strip_history=r.strip_history,
         )
 
     def _instruction(self, instance: Instance) -> str:
@@ -145,15 +149,13 @@ class GenerateStages:
                 self.gateway.close_session(session.key)
             records = await in_thread(self.executor, lambda: self._records(session_id))
         build = await in_thread(self.executor, lambda: self._build(records))
-        evaluation, eval_seconds = None, 0.0
+        evaluation, eval_seconds, log_path = None, 0.0, None
         if collected is not None and not collected.error and harness_run is not None:
             start = time.monotonic()
             evaluation = await in_thread(self.executor, lambda: self._evaluate(plan, collected.patch))
             eval_seconds = time.monotonic() - start
-            if self.recipe.output.keep_artifacts and evaluation.log:
-                path = self.run_dir / "artifacts" / session_id / "eval.log"
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(evaluation.log)
+            graded = evaluation
+            log_path = await in_thread(self.executor, lambda: self._write_logs(graded, session_id))
         return SessionFacts(
             key=plan.key,
             session_id=session_id,
@@ -168,7 +170,17 @@ class GenerateStages:
             build=build,
             evaluation=evaluation,
             eval_seconds=eval_seconds,
+            eval_log_path=log_path,
+            stripped=session.prepared.stripped if session is not None else None,
         )
+
+    def _write_logs(self, evaluation: Evaluation, session_id: str) -> str | None:
+        """The evaluation's whole logs under logs/run_evaluation/ (`session_logs`); a disk that refuses is logged."""
+        try:
+            return write_session_logs(self.eval_logs, evaluation, session_id)
+        except OSError as exc:
+            log.warning("session %s: writing its evaluation logs failed: %s", session_id, exc)
+            return None
 
     def _records(self, session_id: str) -> list[CaptureRecord]:
         self.gateway.flush()
@@ -181,7 +193,10 @@ class GenerateStages:
         return prefix_merging(records, self.eot_token_id, drift=self.recipe.builder.drift)
 
     def _evaluate(self, plan: SessionPlan, patch: str) -> Evaluation:
-        options = EvalOptions(image=plan.image, timeout=self.recipe.timeouts.eval)
+        settings = self.recipe.eval
+        options = EvalOptions(
+            image=plan.image, timeout=self.recipe.timeouts.eval, network=settings.network, tamper=settings.tamper
+        )
         return run_job(self.runtime, EvalJob(plan.instance, patch, options, self.model))
 
 

@@ -73,6 +73,8 @@ def state_entry(row: Mapping[str, Any], segment: int, t: float) -> dict[str, Any
         "completion_tokens": stats.get("completion_tokens", 0),
         "trainable_tokens": stats.get("trainable_tokens", 0),
         "merge": {k: stats[k] for k in _MERGE if k in stats},
+        # the kinds of history/network lookups the agent made (`lookups`), for the summary's count
+        "lookups": sorted({str(lookup.get("kind")) for lookup in row.get("lookups") or ()}),
         "timing": row.get("timing") or {},
     }
 

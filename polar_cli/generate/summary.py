@@ -1,4 +1,5 @@
-"""The run's summary: attempts, acceptance per harness and per repo, tokens, merge stats, wall time and GPU-hours.
+"""The run's summary: attempts, acceptance per harness and per repo, tokens, merge stats, sessions whose agent
+reached for git history or the network (`lookups`), wall time and GPU-hours.
 
 Computed from the state file alone (every segment of a resumed run counts, no corpus row is read), written to
 summary.json and shown as a rich table. GPU-hours are wall time x the engine's GPUs (the GPUs are held for the whole
@@ -54,6 +55,17 @@ def _merge(entries: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     }
 
 
+def _lookups(entries: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """Sessions whose agent reached for git history or the network (`lookups`), and how many were accepted."""
+    flagged = [e for e in entries if e.get("lookups")]
+    return {
+        "sessions": len(flagged),
+        "accepted": sum(bool(e["accepted"]) for e in flagged),
+        "history": sum("history" in e["lookups"] for e in flagged),
+        "network": sum("network" in e["lookups"] for e in flagged),
+    }
+
+
 def summarize(out: Path, *, gpus: int, planned: int, engine: str, model: str, segment: int) -> dict[str, Any]:
     """summary.json's content for the run directory ``out``."""
     entries = [e for e in read_jsonl(out / STATE) if e.get("type") == "session"] if (out / STATE).exists() else []
@@ -88,6 +100,7 @@ def summarize(out: Path, *, gpus: int, planned: int, engine: str, model: str, se
         },
         "model_calls": sum(int(e.get("calls") or 0) for e in entries),
         "merge": _merge(entries),
+        "lookups": _lookups(entries),
         "wall_seconds": round(wall, 1),
         "segments": len(list(segments(out))),
         "gpus": gpus,
@@ -121,6 +134,7 @@ def render_summary(summary: Mapping[str, Any]) -> Any:
     tokens = summary["tokens"]
     merge = summary.get("merge") or {}
     per_hour = summary["accepted_per_gpu_hour"]
+    lookups = summary.get("lookups") or {}
     for what, value in (
         ("engine / model", f"{summary['engine']} / {summary['model']}"),
         ("attempts (of planned)", f"{summary['attempts']} of {summary['planned']}"),
@@ -134,6 +148,10 @@ def render_summary(summary: Mapping[str, Any]) -> Any:
             "merge rate / drift tokens",
             f"{_pct(merge.get('merge_rate'))} / {merge.get('drift_tokens', 0)} "
             f"in {merge.get('turns_drifted', 0)} turns",
+        ),
+        (
+            "sessions with history / network lookups",
+            f"{lookups.get('history', 0)} / {lookups.get('network', 0)} ({lookups.get('accepted', 0)} accepted)",
         ),
         ("wall time", f"{summary['wall_seconds']:.0f} s over {summary['segments']} segment(s)"),
         ("GPU-hours", f"{summary['gpu_hours']:.2f} ({summary['gpus']} GPUs)"),

@@ -1,7 +1,8 @@
 """One harness session in one container, written once: prepare, run, collect, finish, discard.
 
     prepare   INIT: start the container from the instance image with the harness bundle mounted, make sure git has a
-              base commit, write the harness's config files. A failure removes the container before it raises.
+              base commit, strip everything after it from the repository (`history`), write the harness's config
+              files. A failure removes the container before it raises.
     run       RUN: the harness's headless run, until it exits or its time is up (then its process tree is killed).
     collect   POSTRUN: the harness's output and its own logs copied out, the patch taken against the base commit.
     finish    collect, then remove the container, whatever collect did.
@@ -27,6 +28,7 @@ from typing import Literal
 from polar_cli.errors import RuntimeFailure
 from polar_cli.harness.base import HarnessAdapter, Launch, Wiring
 from polar_cli.harness.collect import collect_artifacts, collect_patch, prepare_base
+from polar_cli.harness.history import Stripped, strip_history
 from polar_cli.runtime.base import Container, ContainerSpec, Runtime
 
 # ok / harness_error / timeout: how the harness's run ended; init_error / postrun_error: a step around it failed
@@ -52,6 +54,8 @@ class SessionSpec:
     cpus: float | None = None
     memory_bytes: int | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
+    # leave the repository nothing from after the base commit (`history.STRIP_SCRIPT`): no gold fix to find in git
+    strip_history: bool = True
 
     def container_spec(self) -> ContainerSpec:
         return ContainerSpec(
@@ -76,6 +80,8 @@ class Prepared:
     base_commit: str
     # seconds the runtime took to create and start the container (the rest of INIT is git and config files)
     created: float = 0.0
+    # what INIT stripped from the repository's history; None when the spec asked to keep it
+    stripped: Stripped | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +114,7 @@ class SessionOutcome:
     artifacts: tuple[str, ...]
     timings: Mapping[str, float]
     error: str | None = None
+    stripped: Stripped | None = None
 
 
 def prepare(runtime: Runtime, spec: SessionSpec, wiring: Wiring) -> Prepared:
@@ -118,12 +125,13 @@ def prepare(runtime: Runtime, spec: SessionSpec, wiring: Wiring) -> Prepared:
     created = time.monotonic() - start
     try:
         base = spec.base_commit or prepare_base(container, spec.workdir)
+        stripped = strip_history(container, spec.workdir, base) if spec.strip_history else None
         if launch.files:
             container.put_files(launch.files, mode=0o600)
     except BaseException:
         container.remove()
         raise
-    return Prepared(spec, container, launch, base, created)
+    return Prepared(spec, container, launch, base, created, stripped)
 
 
 def run(prepared: Prepared, timeout: float) -> HarnessRun:
@@ -179,9 +187,11 @@ def run_session(
     timings: dict[str, float] = {}
     start = time.monotonic()
 
+    stripped: Stripped | None = None
+
     def outcome(status: SessionStatus, **kw: object) -> SessionOutcome:
         timings["total"] = time.monotonic() - start
-        return _outcome(spec, status, timings, **kw)  # type: ignore[arg-type]
+        return _outcome(spec, status, timings, stripped=stripped, **kw)  # type: ignore[arg-type]
 
     try:
         prepared = prepare(runtime, spec, wiring)
@@ -190,6 +200,7 @@ def run_session(
         return outcome("init_error", error=str(exc))
     timings["create"] = prepared.created
     timings["init"] = time.monotonic() - start
+    stripped = prepared.stripped
     try:
         run_start = time.monotonic()
         harness_run = run(prepared, start + spec.timeout - run_start)
@@ -237,6 +248,7 @@ def _outcome(
     output: str = "",
     artifacts: tuple[str, ...] = (),
     error: str | None = None,
+    stripped: Stripped | None = None,
 ) -> SessionOutcome:
     return SessionOutcome(
         spec.session_id,
@@ -249,4 +261,5 @@ def _outcome(
         artifacts,
         dict(timings),
         error,
+        stripped,
     )

@@ -1,16 +1,18 @@
-"""What a unified diff touches: the files to reset before a test patch, and the test files to run."""
+"""What a unified diff touches: the files to reset before a test patch, the test files to run, and each file's
+section of the patch as exact text (to drop some files' changes and keep the rest byte for byte)."""
 
 from __future__ import annotations
 
 import codecs
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 # SWE-bench does not pass these to the test runner even when the test patch touches them ("csv" has no dot there too)
 NON_TEST_EXTS = (".json", ".png", "csv", ".txt", ".md", ".jpg", ".jpeg", ".pkl", ".yml", ".yaml", ".toml")
 
 _GIT_HEADER = re.compile(r'^diff --git ("(?:[^"\\]|\\.)*"|\S+) ("(?:[^"\\]|\\.)*"|\S+)$')
-_HUNK = re.compile(r"^@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
+_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 _DEV_NULL = "/dev/null"
 
 
@@ -34,28 +36,62 @@ def _strip_prefix(path: str) -> str | None:
     return path[2:] if path.startswith(("a/", "b/")) else path
 
 
-def file_changes(patch: str) -> list[FileChange]:
-    """Each file section of ``patch``, in order; hunk bodies are skipped by their line counts, so a removed line
-    that starts with "-- " is never mistaken for a file header."""
-    changes: list[FileChange] = []
+def _bare(line: str) -> str:
+    """A line without its ending, for matching headers (a patch saved with CRLF endings still parses)."""
+    return line.rstrip("\n").removesuffix("\r")
+
+
+def _lines(text: str) -> list[str]:
+    """``text`` cut after each "\\n", line endings kept: git splits patches on "\\n" alone, so a form feed or a
+    U+2028 inside a line (which `str.splitlines` would cut at) stays part of its line."""
+    lines = text.split("\n")
+    last = lines.pop()
+    return [line + "\n" for line in lines] + ([last] if last else [])
+
+
+@dataclass(frozen=True, slots=True)
+class FileDiff:
+    """One file's section of a patch: what it changes, and its exact text (header to the line before the next)."""
+
+    change: FileChange
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Hunk:
+    """One ``@@ -old_start,old_count +new_start,new_count @@`` hunk; ``lines`` keep their first character
+    (" " context, "-" removed, "+" added, "\\" no newline at end of file) without the line ending."""
+
+    old_start: int
+    old_count: int
+    lines: tuple[str, ...]
+
+
+def split_patch(patch: str) -> tuple[str, list[FileDiff]]:
+    """The text before the first file section, and each file section in order; joined back they are ``patch``
+    byte for byte. Hunk bodies are skipped by their line counts, so a removed line that starts with "-- " is never
+    mistaken for a file header."""
+    lines = _lines(patch)
+    starts: list[int] = []  # the line each section starts at
+    changes: list[FileChange | None] = []  # None: a section that names no file (kept with the text before it)
     old: str | None = None
     new: str | None = None
     in_section = False
     seen_names = False  # this section's "--- / +++" pair was read: another pair starts a new (plain diff) section
-    lines = patch.splitlines()
     i = 0
 
     def close() -> None:
-        if in_section and (old is not None or new is not None):
-            changes.append(FileChange(old, new))
+        if in_section:
+            changes.append(FileChange(old, new) if old is not None or new is not None else None)
 
     while i < len(lines):
-        line = lines[i]
+        line = _bare(lines[i])
         header = _GIT_HEADER.match(line)
         hunk = _HUNK.match(line)
         if header:
             close()
             in_section, seen_names = True, False
+            starts.append(i)
             old, new = _strip_prefix(header.group(1)), _strip_prefix(header.group(2))
         elif line.startswith("new file mode"):
             old = None
@@ -69,27 +105,67 @@ def file_changes(patch: str) -> list[FileChange]:
             if not in_section or seen_names:
                 close()
                 in_section = True
+                starts.append(i)
             seen_names = True
-            old, new = _strip_prefix(line[4:]), _strip_prefix(lines[i + 1][4:])
+            old, new = _strip_prefix(line[4:]), _strip_prefix(_bare(lines[i + 1])[4:])
             i += 1
         elif hunk:
-            old_count = int(hunk.group(1) or 1)
-            new_count = int(hunk.group(2) or 1)
-            i += 1
-            while i < len(lines) and (old_count > 0 or new_count > 0):
-                body = lines[i]
-                if body.startswith("-"):
-                    old_count -= 1
-                elif body.startswith("+"):
-                    new_count -= 1
-                elif not body.startswith("\\"):
-                    old_count -= 1
-                    new_count -= 1
-                i += 1
+            i = _skip_body(lines, i + 1, int(hunk.group(2) or 1), int(hunk.group(4) or 1))
             continue
         i += 1
     close()
-    return changes
+    bounds = [*starts, len(lines)]
+    preamble = "".join(lines[: bounds[0]])
+    diffs: list[FileDiff] = []
+    for k, change in enumerate(changes):
+        text = "".join(lines[bounds[k] : bounds[k + 1]])
+        if change is not None:
+            diffs.append(FileDiff(change, text))
+        elif diffs:
+            diffs[-1] = FileDiff(diffs[-1].change, diffs[-1].text + text)
+        else:
+            preamble += text
+    return preamble, diffs
+
+
+def _skip_body(lines: Sequence[str], i: int, old_count: int, new_count: int) -> int:
+    """The index after a hunk body that starts at ``i`` and holds ``old_count`` old and ``new_count`` new lines."""
+    while i < len(lines) and (old_count > 0 or new_count > 0):
+        body = lines[i]
+        if body.startswith("-"):
+            old_count -= 1
+        elif body.startswith("+"):
+            new_count -= 1
+        elif not body.startswith("\\"):
+            old_count -= 1
+            new_count -= 1
+        i += 1
+    return i
+
+
+def hunks(section: str) -> list[Hunk]:
+    """The hunks of one file section (`FileDiff.text`), with their bodies."""
+    lines = _lines(section)
+    found: list[Hunk] = []
+    i = 0
+    while i < len(lines):
+        match = _HUNK.match(lines[i])
+        if match is None:
+            i += 1
+            continue
+        old_start, old_count = int(match.group(1)), int(match.group(2) or 1)
+        end = _skip_body(lines, i + 1, old_count, int(match.group(4) or 1))
+        # "\\ No newline" after the last body line belongs to the hunk
+        while end < len(lines) and lines[end].startswith("\\"):
+            end += 1
+        found.append(Hunk(old_start, old_count, tuple(line.rstrip("\n") for line in lines[i + 1 : end])))
+        i = end
+    return found
+
+
+def file_changes(patch: str) -> list[FileChange]:
+    """Each file section of ``patch``, in order (`split_patch`)."""
+    return [diff.change for diff in split_patch(patch)[1]]
 
 
 def touched_paths(patch: str) -> list[str]:

@@ -6,7 +6,8 @@
 - ``run_instance.log``: the patch-apply output (empty when no patch was applied);
 - ``report.json``: the instance's report entry (`Evaluation.to_dict` plus ``log_path``).
 
-``root`` is the directory of the report file (``--out``), else the working directory, as SWE-bench's. The report's
+``root`` is the directory of the report file (``--out``), else the working directory, as SWE-bench's (`polar
+generate`: the run directory, with one directory per session in place of ``<instance_id>``: ``name``). The report's
 ``log_path`` is ``test_output.txt``'s path relative to ``root``. Each file is written to a temp file beside it and
 renamed into place, so a reader never sees half a log; a failed write raises OSError.
 """
@@ -74,19 +75,22 @@ class RunLogs:
         """The instance's log directory, relative to ``root``."""
         return RUN_EVALUATION / _component(self.run_id) / _component(model) / _component(instance_id)
 
-    def log_path(self, evaluation: Evaluation) -> str:
-        """``test_output.txt``'s path relative to ``root`` (POSIX separators), as the report links it."""
-        return (self.instance_dir(evaluation.model, evaluation.instance_id) / TEST_OUTPUT).as_posix()
+    def log_path(self, evaluation: Evaluation, name: str | None = None) -> str:
+        """``test_output.txt``'s path relative to ``root`` (POSIX separators), as the report links it.
 
-    def entry(self, evaluation: Evaluation) -> dict[str, Any]:
+        ``name`` replaces the instance id as the directory's name (one directory per session of one instance).
+        """
+        return (self.instance_dir(evaluation.model, name or evaluation.instance_id) / TEST_OUTPUT).as_posix()
+
+    def entry(self, evaluation: Evaluation, name: str | None = None) -> dict[str, Any]:
         """The report entry: `Evaluation.to_dict` with ``log_path``."""
-        return {**evaluation.to_dict(), "log_path": self.log_path(evaluation)}
+        return {**evaluation.to_dict(), "log_path": self.log_path(evaluation, name)}
 
-    def write(self, evaluation: Evaluation) -> dict[str, Any]:
+    def write(self, evaluation: Evaluation, name: str | None = None) -> dict[str, Any]:
         """Write the evaluation's logs and its report.json; returns the report entry. A failed write is OSError."""
-        directory = self.root / self.instance_dir(evaluation.model, evaluation.instance_id)
+        directory = self.root / self.instance_dir(evaluation.model, name or evaluation.instance_id)
         directory.mkdir(parents=True, exist_ok=True)
-        entry = self.entry(evaluation)
+        entry = self.entry(evaluation, name)
         write_atomic(directory / TEST_OUTPUT, evaluation.test_output.encode())
         write_atomic(directory / APPLY_LOG, evaluation.apply_log.encode())
         write_atomic(directory / REPORT, orjson.dumps(entry, option=orjson.OPT_INDENT_2))

@@ -12,44 +12,49 @@
    neither is an error, never a pytest run that cannot start. The test command's exit status is echoed after the
    end marker as SWE-bench's ``>>>>> Test Exit Code: N`` (`grading.TEST_EXIT_CODE`).
 
+A SWE-bench 5 row that carries its own ``eval_script`` has it run instead of step 2-3's generated script, as 5.0.2
+runs it (`row_script`), graded with the row's ``log_parser`` and ``eval_type``. The container's network is
+``EvalOptions.network``: Docker's default bridge unless told otherwise, as 5.0.2 creates its evaluation containers.
+
+Before step 1 the patch is screened for changes to test infrastructure that the test patch does not own (`tamper`,
+``EvalOptions.tamper``): reject makes the attempt unresolved without applying it, revert drops those files' changes
+and grades the rest, off (SWE-bench exact) only records them (``Evaluation.tamper``).
+
 A run whose runner could not start (exit 126 or 127) or whose log lacks the test-output markers is outcome
 "error": the machinery failed, the candidate did not.
 
-The scripts are generated here as text (`apply_script`, `eval_script`), so tests can run them against a plain git
-checkout without Docker.
+The scripts are generated as text (`scripts.apply_script`, `scripts.eval_script`, `row_script`), so tests can run them
+against a plain git checkout without Docker.
 """
 
 from __future__ import annotations
 
-import shlex
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from polar_cli.errors import ConfigError
-from polar_cli.runtime.base import ContainerSpec, Runtime
+from polar_cli.runtime.base import Container, ContainerSpec, Runtime
 from polar_cli.swe import grading
-from polar_cli.swe.diffs import runner_targets, touched_paths
+from polar_cli.swe.diffs import touched_paths
 from polar_cli.swe.grading import Grade
 from polar_cli.swe.images import ensure_image
 from polar_cli.swe.logparse import LogParser, parser_for
 from polar_cli.swe.manifest import Instance
-from polar_cli.swe.repos import REPOS, directives
+from polar_cli.swe.repos import REPOS
+from polar_cli.swe.row_script import row_eval_script
+from polar_cli.swe.scripts import ALREADY_APPLIED_CHECK as ALREADY_APPLIED_CHECK
+from polar_cli.swe.scripts import APPLY_COMMANDS as APPLY_COMMANDS
+from polar_cli.swe.scripts import WORKDIR, apply_script, eval_script
+from polar_cli.swe.scripts import runner_directives as runner_directives
+from polar_cli.swe.tamper import TamperCheck, TamperMode, config_paths, screen
 
 DEFAULT_TIMEOUT = 1800.0
 APPLY_TIMEOUT = 300.0
-WORKDIR = "/testbed"
+# swebench 5.0.2 creates evaluation containers without a network setting: Docker's default bridge network
+DEFAULT_NETWORK = "bridge"
 EVAL_DIR = "/tmp/polar-eval"
-# swebench 5.0.2 harness/run_evaluation.py GIT_APPLY_CMDS, same commands, same order
-APPLY_COMMANDS = (
-    "git apply --verbose",
-    "git apply --verbose --3way",
-    "git apply --verbose --reject",
-    "patch --batch --forward --fuzz=5 -p1 -i",
-)
-# 5.0.2 accepts a patch that every command refused if this succeeds: it is already applied
-ALREADY_APPLIED_CHECK = "git apply --check --reverse"
 LOG_TAIL = 20_000
 # SWE-bench keeps the whole log; a cap this size is only reached by a run gone wrong
 OUTPUT_CAP = 64 * 1024 * 1024
@@ -58,55 +63,6 @@ Outcome = Literal["resolved", "unresolved", "error"]
 
 # bash: 126 the command is not executable, 127 it does not exist
 RUNNER_CANNOT_START = (126, 127)
-
-# SWE-bench and SWE-Gym images keep the repository's environment in this conda env
-_CONDA = (
-    "if [ -f /opt/miniconda3/bin/activate ]; then\n"
-    "  source /opt/miniconda3/bin/activate && conda activate testbed\n"
-    "fi\n"
-)
-
-
-def apply_script(patch_path: str, touched: Sequence[str], workdir: str = WORKDIR) -> str:
-    """Bash that applies ``patch_path`` with SWE-bench's fallbacks; exits 0 and prints APPLY_PATCH_PASS on success."""
-    paths = " ".join(shlex.quote(p) for p in touched)
-    attempts = "\n".join(f"try {shlex.quote(command)} && exit 0" for command in APPLY_COMMANDS)
-    return f"""#!/bin/bash
-cd {shlex.quote(workdir)} || exit 1
-git config --global --add safe.directory {shlex.quote(workdir)} 2>/dev/null
-patch_file={shlex.quote(patch_path)}
-# rollback restores the touched files as they were before the first attempt (index: HEAD, --3way stages)
-backup=$(mktemp -d) || exit 1
-for p in {paths}; do
-  if [ -e "$p" ]; then mkdir -p -- "$backup/$(dirname -- "$p")" && cp -p -- "$p" "$backup/$p"; fi
-done
-rollback() {{
-  for p in {paths}; do
-    git reset -q -- "$p" >/dev/null 2>&1
-    if [ -e "$backup/$p" ]; then cp -p -- "$backup/$p" "$p"; else rm -f -- "$p"; fi
-    for extra in "$p.rej" "$p.orig"; do [ -e "$backup/$extra" ] || rm -f -- "$extra"; done
-  done
-}}
-try() {{
-  if $1 "$patch_file"; then echo "{grading.APPLY_PATCH_PASS} ($1)"; return 0; fi
-  echo "polar: '$1' failed"
-  rollback
-  return 1
-}}
-{attempts}
-if {ALREADY_APPLIED_CHECK} "$patch_file" 2>/dev/null; then
-  echo "{grading.APPLY_PATCH_PASS} (already applied: {ALREADY_APPLIED_CHECK} succeeds)"
-  exit 0
-fi
-echo "{grading.APPLY_PATCH_FAIL}"
-exit 1
-"""
-
-
-def runner_directives(instance: Instance) -> list[str]:
-    """The runner's arguments: the test files (`runner_targets`), as the repository's runner names them."""
-    spec = REPOS.get(instance.repo)
-    return directives(runner_targets(instance.test_patch), spec.directives if spec else "paths")
 
 
 def resolve_test_command(instance: Instance, override: str | None = None) -> str:
@@ -127,36 +83,11 @@ def runner_exit_code(log: str) -> int | None:
     return grading.test_exit_code(log)
 
 
-def eval_script(
-    instance: Instance, test_cmd: str, test_patch_path: str, workdir: str = WORKDIR, *, conda: bool = True
-) -> str:
-    """Bash that resets the test files, applies the test patch and runs the tests between the markers."""
-    base = shlex.quote(instance.base_commit)
-    paths = " ".join(shlex.quote(p) for p in touched_paths(instance.test_patch))
-    command = " ".join([test_cmd, *(shlex.quote(t) for t in runner_directives(instance))])
-    return f"""#!/bin/bash
-set -o pipefail
-{_CONDA if conda else ""}cd {shlex.quote(workdir)} || exit 1
-git config --global --add safe.directory {shlex.quote(workdir)} 2>/dev/null
-if ! git cat-file -e {base}^{{commit}} 2>/dev/null; then
-  echo "polar: base commit {instance.base_commit} is not in this repository"
-  echo "{grading.RESET_FAILED}"
-  exit 1
-fi
-for p in {paths}; do
-  if git cat-file -e {base}:"$p" 2>/dev/null; then
-    git checkout -q {base} -- "$p" || {{ echo "{grading.RESET_FAILED}"; exit 1; }}
-  else
-    rm -rf -- "$p"
-  fi
-done
-git apply --verbose {shlex.quote(test_patch_path)} || {{ echo "{grading.TEST_PATCH_FAIL}"; exit 1; }}
-echo "{grading.START_TEST_OUTPUT}"
-{command}
-{grading.TEST_EXIT_CODE_VAR}=$?
-echo "{grading.END_TEST_OUTPUT}"
-echo "{grading.TEST_EXIT_CODE}: ${grading.TEST_EXIT_CODE_VAR}"
-"""
+def instance_eval_script(instance: Instance, test_cmd: str | None = None) -> str:
+    """The script that runs the tests: the row's own ``eval_script`` unless ``test_cmd`` overrides it, else ours."""
+    if instance.eval_script and not test_cmd:
+        return row_eval_script(instance.eval_script)
+    return eval_script(instance, resolve_test_command(instance, test_cmd), f"{EVAL_DIR}/test.patch")
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +104,8 @@ class Evaluation:
     seconds: float = 0.0
     log: str = field(default="", repr=False)  # the patch-apply output, then the test run's output
     apply_log: str = field(default="", repr=False)  # the patch-apply output alone (the start of ``log``)
+    network: str | None = None  # the evaluation container's network (None: no container was started)
+    tamper: TamperCheck | None = None  # the reward-hack check of the patch (None: it did not run)
 
     @property
     def resolved(self) -> bool:
@@ -199,6 +132,8 @@ class Evaluation:
             "tests_status": tests.to_swebench() if tests else None,
             "tests": tests.per_test() if tests else [],
             "seconds": round(self.seconds, 3),
+            "network": self.network,
+            "tamper": self.tamper.to_dict() if self.tamper else None,
             "log_tail": self.log[-LOG_TAIL:],
         }
 
@@ -207,10 +142,13 @@ class Evaluation:
 class EvalOptions:
     image: str
     timeout: float = DEFAULT_TIMEOUT
-    test_cmd: str | None = None  # overrides the row's test_cmd
+    test_cmd: str | None = None  # overrides the row's test_cmd (and its eval_script)
     parser: LogParser | None = None  # overrides the repository's parser
     # run the tests even when the patch is empty (validation: FAIL_TO_PASS must fail before the fix)
     run_empty: bool = False
+    network: str = DEFAULT_NETWORK  # the evaluation container's Docker network
+    # the patch's changes to test infrastructure (`tamper`): reject the attempt, revert those files, or off (SWE-bench)
+    tamper: TamperMode = "reject"
 
 
 def _decode(output: bytes) -> str:
@@ -228,12 +166,25 @@ def evaluate_instance(
     start = time.monotonic()
 
     apply_log = ""
+    network: str | None = None  # set once the container is started
+    check: TamperCheck | None = None  # set once the patch is screened
 
     def verdict(grade: Grade, *, applied: bool, log: str = "", reason: str | None = None) -> Evaluation:
         outcome: Outcome = "resolved" if grade.resolved else "unresolved"
         seconds = time.monotonic() - start
         return Evaluation(
-            instance.instance_id, model, outcome, grade, patch is None, applied, reason, seconds, log, apply_log
+            instance.instance_id,
+            model,
+            outcome,
+            grade,
+            patch is None,
+            applied,
+            reason,
+            seconds,
+            log,
+            apply_log,
+            network=network,
+            tamper=check,
         )
 
     if patch is None:
@@ -242,17 +193,29 @@ def evaluate_instance(
     if empty and not options.run_empty:
         # SWE-bench: an empty patch fails every apply command, so the instance is unresolved without running tests
         return verdict(grading.unresolved("empty patch"), applied=False)
+    parser = options.parser or parser_for(instance.repo, instance.log_parser)
+    script = instance_eval_script(instance, options.test_cmd)
     ensure_image(runtime, options.image)
-    parser = options.parser or parser_for(instance.repo)
-    test_cmd = resolve_test_command(instance, options.test_cmd)
-    container = runtime.start(ContainerSpec(image=options.image, role="eval", network="none", workdir=WORKDIR))
+    spec = ContainerSpec(image=options.image, role="eval", network=options.network, workdir=WORKDIR)
+    container = runtime.start(spec)
+    network = options.network
     try:
+        sources = _base_sources(container, config_paths(patch, instance.test_patch))
+        test_cmd = options.test_cmd or instance.test_cmd or ""
+        to_apply, check = screen(
+            patch, instance.test_patch, options.tamper, repo=instance.repo, test_cmd=test_cmd, sources=sources
+        )
+        if check.rejected:
+            return verdict(grading.unresolved(check.reason()), applied=False)
+        if not empty and not to_apply.strip():
+            reason = f"every change was reverted as tampering ({', '.join(check.reverted)})"
+            return verdict(grading.unresolved(reason), applied=False)
         container.put_files(
             {
-                f"{EVAL_DIR}/model.patch": patch.encode(),
+                f"{EVAL_DIR}/model.patch": to_apply.encode(),
                 f"{EVAL_DIR}/test.patch": instance.test_patch.encode(),
-                f"{EVAL_DIR}/apply.sh": apply_script(f"{EVAL_DIR}/model.patch", touched_paths(patch)).encode(),
-                f"{EVAL_DIR}/eval.sh": eval_script(instance, test_cmd, f"{EVAL_DIR}/test.patch").encode(),
+                f"{EVAL_DIR}/apply.sh": apply_script(f"{EVAL_DIR}/model.patch", touched_paths(to_apply)).encode(),
+                f"{EVAL_DIR}/eval.sh": script.encode(),
             }
         )
         log = ""
@@ -282,11 +245,26 @@ def evaluate_instance(
                 time.monotonic() - start,
                 log,
                 apply_log,
+                network=options.network,
+                tamper=check,
             )
-        grade = grading.grade_log(log, instance.fail_to_pass, instance.pass_to_pass, parser)
+        eval_type = instance.eval_type or "pass_and_fail"
+        grade = grading.grade_log(log, instance.fail_to_pass, instance.pass_to_pass, parser, eval_type)
         return verdict(grade, applied=not empty, log=log)
     finally:
         container.remove()
+
+
+def _base_sources(container: Container, paths: Sequence[str]) -> dict[str, str]:
+    """The base content of the config files the tamper check reads section by section (`tamper.config_paths`),
+    read before the patch is applied; one that cannot be read is left out, and the check counts its changes."""
+    sources: dict[str, str] = {}
+    for path in paths:
+        try:
+            sources[path] = _decode(container.get_file(f"{WORKDIR}/{path}"))
+        except (OSError, KeyError):
+            continue
+    return sources
 
 
 def _machinery_fault(log: str) -> str | None:

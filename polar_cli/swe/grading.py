@@ -13,8 +13,14 @@ The rules (SWE-bench ``harness/grading.py``, restated):
 - Rule 5b, the exit code backs the log (5.0.2 ``get_logs_eval``): if the test command exited non-zero
   (``>>>>> Test Exit Code: N``, N != 0) and the parsed log has tests but none FAILED or ERROR, the log does not
   describe the run (e.g. a patch printing its own PASSED lines): no verdict, unresolved. No marker = no check.
+- Rule 5c, the suite ran (5.0.2 ``SUITE_RAN``): a log that yields no test at all counts only if it shows a runner's
+  own non-zero count of tests run (karma, mocha, jest, tap, jasmine, openlayers: `suite_ran`); else no verdict.
+  Under fail_only an absent test is a success, so a suite that never started would otherwise resolve everything.
 - Rule 6, where to read: only the text between the markers is parsed; if it yields no test at all, the whole log
   is parsed (some runners print results outside the markers).
+- Eval type (a SWE-bench 5 row's ``eval_type``): ``pass_and_fail`` is Rules 1-3; ``fail_only`` (5.0.2's
+  ``check_fail_only``) fails a test, FAIL_TO_PASS or PASS_TO_PASS alike, only if the log reports it FAILED: ERROR,
+  SKIPPED and absent are successes (runners whose parsers record failures only).
 
 The marker strings are SWE-bench's own, so logs stay readable by SWE-bench tooling.
 """
@@ -25,7 +31,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal, get_args
 
 from polar_cli.swe.logparse import LogParser, TestStatus
 
@@ -50,6 +56,29 @@ _FAILURE_MARKERS = {
     TESTS_ERROR: "the tests errored",
     TESTS_TIMEOUT: "the tests timed out",
 }
+
+# SWE-bench 5.0.2's EvalType values, as a row's eval_type spells them
+EvalType = Literal["pass_and_fail", "fail_only"]
+EVAL_TYPES: tuple[EvalType, ...] = get_args(EvalType)
+
+# 5.0.2's SUITE_RAN: a runner's own count of tests it ran, each count non-zero ("Executed 0 of 0" is a suite that
+# started and ran nothing). These are JavaScript runners' lines: a Python run that ran a test yields a status map,
+# so for Python rows the rule only turns a log without any test into no verdict.
+_SUITE_RAN = re.compile(
+    "|".join(
+        (
+            r"Executed [1-9]\d* of \d+",  # karma, per browser
+            r"TOTAL: [1-9]\d* (?:SUCCESS|FAILED)",  # karma's summary
+            r"[1-9]\d* passing",  # mocha
+            r"Tests:\s+[1-9]\d*",  # jest
+            r"Test Suites:\s+(?:\d+ \w+, )*[1-9]\d* total",  # jest
+            r"^# tests [1-9]\d*",  # tap
+            r"[1-9]\d* specs?, \d+ failures?",  # jasmine: all a clean run prints
+            r"': ok$",  # openlayers' rendering cases at --log-level info
+        )
+    ),
+    re.MULTILINE,
+)
 
 _PASSING = (TestStatus.PASSED, TestStatus.XFAIL)
 _FAILING = (TestStatus.FAILED, TestStatus.ERROR, TestStatus.SKIPPED)
@@ -106,10 +135,28 @@ class Verdicts:
         return rows
 
 
-def grade_tests(
+def _grade_fail_only(
     status_map: Mapping[str, TestStatus], fail_to_pass: Sequence[str], pass_to_pass: Sequence[str]
 ) -> Verdicts:
-    """Sort each FAIL_TO_PASS and PASS_TO_PASS test into success or failure (Rules 1-3)."""
+    """eval_type fail_only (5.0.2's ``check_fail_only``): only a test reported FAILED fails, in both lists."""
+
+    def split(tests: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        failed = tuple(t for t in tests if status_map.get(t) is TestStatus.FAILED)
+        return tuple(t for t in tests if status_map.get(t) is not TestStatus.FAILED), failed
+
+    observed = {t: status_map.get(t) for t in (*fail_to_pass, *pass_to_pass)}
+    return Verdicts(*split(fail_to_pass), *split(pass_to_pass), observed)
+
+
+def grade_tests(
+    status_map: Mapping[str, TestStatus],
+    fail_to_pass: Sequence[str],
+    pass_to_pass: Sequence[str],
+    eval_type: EvalType = "pass_and_fail",
+) -> Verdicts:
+    """Sort each FAIL_TO_PASS and PASS_TO_PASS test into success or failure (Rules 1-3, or fail_only)."""
+    if eval_type == "fail_only":
+        return _grade_fail_only(status_map, fail_to_pass, pass_to_pass)
     f2p_success = [t for t in fail_to_pass if is_passing(t, status_map)]
     f2p_failure = [t for t in fail_to_pass if not is_passing(t, status_map) and is_failing(t, status_map)]
     p2p_success = [t for t in pass_to_pass if is_kept(t, status_map)]
@@ -154,6 +201,11 @@ def test_exit_code(log: str) -> int | None:
     return int(codes[-1]) if codes else None
 
 
+def suite_ran(log: str) -> bool:
+    """Rule 5c: whether ``log`` shows a runner's own non-zero count of tests run (5.0.2's ``SUITE_RAN``)."""
+    return _SUITE_RAN.search(log) is not None
+
+
 def exit_code_contradiction(log: str, status_map: Mapping[str, TestStatus]) -> str | None:
     """Rule 5b: why the exit code says the parsed log is not the real run, if it does."""
     code = test_exit_code(log)
@@ -165,7 +217,7 @@ def exit_code_contradiction(log: str, status_map: Mapping[str, TestStatus]) -> s
 
 
 def read_test_log(log: str, parser: LogParser) -> tuple[dict[str, TestStatus], str | None]:
-    """Rules 5, 5b and 6: the status map, or an empty map and the reason the run gives no verdict."""
+    """Rules 5, 5c, 5b and 6 (5.0.2's order): the status map, or an empty map and why the run gives no verdict."""
     failed = failure_marker(log)
     if failed is not None:
         return {}, failed
@@ -173,18 +225,26 @@ def read_test_log(log: str, parser: LogParser) -> tuple[dict[str, TestStatus], s
         return {}, "the test-output markers are missing"
     between = log.split(START_TEST_OUTPUT, 1)[1].split(END_TEST_OUTPUT, 1)[0]
     status_map = parser(between) or parser(log)
+    if not status_map and not suite_ran(log):
+        return {}, "the log reports no test, and nothing in it shows the test suite ran"
     contradiction = exit_code_contradiction(log, status_map)
     if contradiction is not None:
         return {}, contradiction
     return status_map, None
 
 
-def grade_log(log: str, fail_to_pass: Sequence[str], pass_to_pass: Sequence[str], parser: LogParser) -> Grade:
-    """Grade one evaluation log exactly as SWE-bench does."""
+def grade_log(
+    log: str,
+    fail_to_pass: Sequence[str],
+    pass_to_pass: Sequence[str],
+    parser: LogParser,
+    eval_type: EvalType = "pass_and_fail",
+) -> Grade:
+    """Grade one evaluation log exactly as SWE-bench does (``eval_type``: the row's, default SWE-bench's)."""
     status_map, reason = read_test_log(log, parser)
     if reason is not None:
         return Grade(False, ResolvedStatus.NO, None, reason)
-    report = grade_tests(status_map, fail_to_pass, pass_to_pass)
+    report = grade_tests(status_map, fail_to_pass, pass_to_pass, eval_type)
     status = resolution(report)
     return Grade(status is ResolvedStatus.FULL, status, report)
 

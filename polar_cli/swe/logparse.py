@@ -198,10 +198,50 @@ PARSERS: Mapping[str, LogParser] = {
 # The parser SWE-bench uses per repository (`repos.REPOS`); a repository not listed is graded with "pytest".
 REPO_PARSERS: Mapping[str, str] = {repo: spec.parser for repo, spec in REPOS.items()}
 
+# swebench 5.0.2's PARSER_REGISTRY names (what a SWE-bench 5 row's ``log_parser`` holds) that ours reproduce: each
+# gives that parser's map on the same log (tests/unit/swe/test_oracle_parsers.py), plus the keys `PARSERS` adds.
+_SWEBENCH_ALIASES: Mapping[str, tuple[str, ...]] = {
+    "pytest": ("astroid", "flask", "marshmallow", "pvlib", "pytest", "pyvista", "sqlfluff", "xarray"),
+    "pytest_options": ("pydicom", "pylint", "pytest_options", "requests"),
+    "pytest_ansi": ("astropy", "pytest_v2", "scikit", "sphinx"),
+    "django": ("django",),
+    "matplotlib": ("matplotlib",),
+    "seaborn": ("seaborn",),
+    "sympy": ("sympy",),
+}
+SWEBENCH_PARSERS: Mapping[str, str] = {
+    f"parse_log_{alias}": ours for ours, aliases in _SWEBENCH_ALIASES.items() for alias in aliases
+}
+# the rest of PARSER_REGISTRY: JavaScript, C, Go, Java, PHP, Ruby and Rust runners, which Polar cannot parse
+SWEBENCH_UNSUPPORTED = frozenset(
+    f"parse_log_{name}"
+    for name in (
+        *("bpmn_js", "calypso", "carbon", "chart_js", "eslint", "grommet", "highlightjs", "immutable_js", "jest"),
+        *("jest_json", "karma", "lighthouse", "marked", "next", "openlayers", "p5js", "prismjs", "quarto_cli"),
+        *("react_pdf", "tap", "vitest"),
+        *("doctest", "googletest", "jq", "micropython_test", "redis", "gotest", "ant", "gradle_custom", "maven"),
+        *("phpunit", "cucumber", "jekyll", "minitest", "rspec_transformed_json", "ruby_unit", "cargo"),
+    )
+)
+
+
+def known_parser(name: str) -> bool:
+    """Whether ``name`` names a parser: ours, or any of swebench 5.0.2's (supported here or not)."""
+    return name in PARSERS or name in SWEBENCH_PARSERS or name in SWEBENCH_UNSUPPORTED
+
 
 def parser_for(repo: str, name: str | None = None) -> LogParser:
-    """The parser named ``name``, else the one registered for ``repo``, else pytest's."""
-    key = name or REPO_PARSERS.get(repo, "pytest")
+    """The parser named ``name`` (ours or swebench's), else the one registered for ``repo``, else pytest's.
+
+    A swebench name Polar has no parser for is an error, never a fallback: another runner's log read as pytest's
+    would grade every test absent (or, under fail_only, every test passing).
+    """
+    if name in SWEBENCH_UNSUPPORTED:
+        raise ConfigError(
+            f"log parser {name!r} (swebench's): Polar has no parser for this test runner; "
+            f"supported: {', '.join(sorted(SWEBENCH_PARSERS))} and {', '.join(sorted(PARSERS))}"
+        )
+    key = SWEBENCH_PARSERS.get(name or "", name) or REPO_PARSERS.get(repo, "pytest")
     try:
         return PARSERS[key]
     except KeyError:

@@ -3,6 +3,9 @@
 A manifest is a .json (a list of rows), .jsonl or .parquet file, or a Hugging Face datasets name
 (``owner/name`` or ``owner/name:split``) where a hub is reachable. Field names are SWE-bench's. Every problem is a
 `ConfigError` naming the row (0-based index, as ``datasets`` counts, and instance_id) and the field.
+
+SWE-bench 5 rows also carry ``eval_script``, ``log_parser`` and ``eval_type``; they are kept as they are, with the
+parser name checked against swebench 5.0.2's ``PARSER_REGISTRY`` (and ours) and the type against its ``EvalType``.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from typing import Any
 import orjson
 
 from polar_cli.errors import ConfigError
+from polar_cli.swe.grading import EVAL_TYPES, EvalType
+from polar_cli.swe.logparse import known_parser
 
 _REQUIRED_TEXT = ("repo", "base_commit", "problem_statement", "patch", "test_patch")
 _OPTIONAL_TEXT = ("version", "environment_setup_commit", "image", "test_cmd")
@@ -44,6 +49,10 @@ class Instance:
     image: str | None = None
     test_cmd: str | None = None
     build: BuildSpec | None = None
+    # SWE-bench 5 rows: the whole eval script (run as 5.0.2 runs it), a PARSER_REGISTRY name, an EvalType value
+    eval_script: str | None = None
+    log_parser: str | None = None
+    eval_type: EvalType | None = None
 
 
 def _where(source: str, index: int, row: Mapping[str, Any]) -> str:
@@ -76,6 +85,23 @@ def _test_list(row: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
     if not isinstance(value, list | tuple) or not all(isinstance(t, str) for t in value):
         raise ConfigError(f"{where}: {key}: expected a list of test ids (strings)")
     return tuple(value)
+
+
+def _log_parser(row: Mapping[str, Any], where: str) -> str | None:
+    name = _text(row, "log_parser", where, required=False)
+    if name and not known_parser(name):
+        raise ConfigError(f"{where}: log_parser: {name!r} is not a parser name (swebench's PARSER_REGISTRY or ours)")
+    return name or None
+
+
+def _eval_type(row: Mapping[str, Any], where: str) -> EvalType | None:
+    value = _text(row, "eval_type", where, required=False)
+    if not value:
+        return None
+    for eval_type in EVAL_TYPES:
+        if value == eval_type:
+            return eval_type
+    raise ConfigError(f"{where}: eval_type: {value!r}: expected one of {', '.join(EVAL_TYPES)}")
 
 
 def _build_spec(row: Mapping[str, Any], where: str, base_dir: Path | None) -> BuildSpec | None:
@@ -122,6 +148,9 @@ def parse_row(row: Any, index: int, source: str = "manifest", base_dir: Path | N
         image=optional["image"] or None,
         test_cmd=optional["test_cmd"] or None,
         build=_build_spec(row, where, base_dir),
+        eval_script=_text(row, "eval_script", where, required=False) or None,
+        log_parser=_log_parser(row, where),
+        eval_type=_eval_type(row, where),
     )
 
 

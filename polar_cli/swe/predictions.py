@@ -12,9 +12,10 @@ import orjson
 
 from polar_cli.errors import ConfigError
 from polar_cli.swe.eval_logs import RunLogs
-from polar_cli.swe.evaluate import EvalJob, EvalOptions, Evaluation
+from polar_cli.swe.evaluate import DEFAULT_NETWORK, EvalJob, EvalOptions, Evaluation
 from polar_cli.swe.images import instance_image
 from polar_cli.swe.manifest import Instance
+from polar_cli.swe.tamper import TamperMode
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +68,13 @@ def load_predictions(path: Path) -> list[Prediction]:
 
 
 def evaluation_jobs(
-    predictions: list[Prediction], instances: list[Instance], template: str | None, timeout: float
+    predictions: list[Prediction],
+    instances: list[Instance],
+    template: str | None,
+    timeout: float,
+    *,
+    network: str = DEFAULT_NETWORK,
+    tamper: TamperMode = "reject",
 ) -> list[EvalJob]:
     by_id = {i.instance_id: i for i in instances}
     unknown = [p.instance_id for p in predictions if p.instance_id not in by_id]
@@ -76,16 +83,22 @@ def evaluation_jobs(
     jobs = []
     for p in predictions:
         instance = by_id[p.instance_id]
-        options = EvalOptions(image=instance_image(instance, template), timeout=timeout)
+        image = instance_image(instance, template)
+        options = EvalOptions(image=image, timeout=timeout, network=network, tamper=tamper)
         jobs.append(EvalJob(instance, p.model_patch, options, p.model))
     return jobs
 
 
-def evaluation_report(results: Sequence[Evaluation], logs: RunLogs | None = None) -> dict[str, Any]:
+def evaluation_report(
+    results: Sequence[Evaluation], logs: RunLogs | None = None, *, network: str | None = None
+) -> dict[str, Any]:
     """The run report: counts and id lists (as SWE-bench's run report names them), then one entry per instance
-    (with its ``log_path`` and the report's ``run_id`` when ``logs`` says where the logs were written)."""
+    (with its ``log_path`` and the report's ``run_id`` when ``logs`` says where the logs were written), and the
+    grading containers' ``network`` when given (each instance's entry names the one its container had)."""
     ids = {kind: [r.instance_id for r in results if r.outcome == kind] for kind in ("resolved", "unresolved", "error")}
     head = {} if logs is None else {"run_id": logs.run_id}
+    if network is not None:
+        head["network"] = network
     return {
         **head,
         "total_instances": len(results),

@@ -1,9 +1,10 @@
 """One fake of the runtime seam (`polar_cli.runtime.base`) for every unit test that needs containers.
 
 `FakeContainer.exec` answers from a `Responder` keyed by the name of the script it was asked to run: the harness
-session's helper scripts are ``/bin/sh -c SCRIPT NAME ...`` (``polar-base``, ``polar-patch``, ``polar-artifacts``),
-the evaluator's are files it wrote (``/tmp/polar-eval/run.sh`` -> ``run.sh``); anything else is the harness itself
-(``harness``). `session_responder` plays a harness session's container; evaluation tests pass their own.
+session's helper scripts are ``/bin/sh -c SCRIPT NAME ...`` (``polar-base``, ``polar-strip``, ``polar-patch``,
+``polar-artifacts``), the evaluator's are files it wrote (``/tmp/polar-eval/run.sh`` -> ``run.sh``); anything else
+is the harness itself (``harness``). `session_responder` plays a harness session's container; evaluation tests pass
+their own.
 
 What it cannot show: Docker's own behaviour (exec framing, timeouts that kill a process tree, labels and sweeps);
 the integration tier runs those against a real engine.
@@ -24,6 +25,8 @@ from polar_cli.runtime.base import ContainerSpec, ExecResult, Log
 BASE = "b" * 40
 PATCH = "diff --git a/x b/x\n"
 ARTIFACT = "root/.pi/agent/sessions/s.jsonl"
+# what the history strip script prints (`harness.history`)
+STRIPPED = "refs=2\nreflog=3\nremotes=1\nobjects_before=9\nobjects_after=5\nrepacked=1\n"
 
 # what pull() raises by default: a runtime without a registry
 NO_REGISTRY = RuntimeFailure("this runtime cannot pull images")
@@ -50,6 +53,8 @@ def session_responder(harness: ExecResult, *, fail_patch: bool = False) -> Respo
     def respond(name: str, container: FakeContainer) -> ExecResult:
         if name == "polar-base":
             return result(f"{BASE}\n")
+        if name == "polar-strip":
+            return result(STRIPPED)
         if name == "polar-patch":
             if fail_patch or container.fail_patch:
                 return result("fatal: bad object", 5)

@@ -173,3 +173,22 @@ def test_token_in_needs_the_models_tokenizer_and_defaults_to_the_launched_model_
     assert EngineConfig(kind="gold", tokenizer="qwen3").reasoning == "reinject"
     with pytest.raises(ValueError, match="reasoning"):
         EngineConfig(kind="gold", tokenizer="qwen3", reasoning="keep")  # type: ignore[arg-type]
+
+
+def test_eval_network_defaults_to_swebenchs_and_reaches_the_grading_container() -> None:
+    from types import SimpleNamespace
+
+    from polar_cli.generate.stages import GenerateStages
+    from polar_cli.swe.evaluate import DEFAULT_NETWORK
+    from polar_cli.swe.manifest import Instance
+    from tests.support.fake_runtime import FakeRuntime, result
+
+    assert parse_recipe(MINIMAL).eval.network == DEFAULT_NETWORK == "bridge"
+    recipe = parse_recipe(MINIMAL, ["eval.network=none", "timeouts.eval=30"])
+    runtime = FakeRuntime(lambda name, container: result(">>>>> Applied Patch\n"))
+    instance = Instance("o__r-1", "o/r", "a" * 40, "", "", "", (), (), test_cmd="pytest")
+    plan = SimpleNamespace(image="img:1", instance=instance)
+    stages = SimpleNamespace(recipe=recipe, runtime=runtime, model="m")
+    evaluation = GenerateStages._evaluate(stages, plan, "diff --git a/x b/x\n")  # type: ignore[arg-type]
+    assert [spec.network for spec in runtime.specs] == ["none"] and evaluation.network == "none"
+    assert runtime.timeouts[-1] == 30

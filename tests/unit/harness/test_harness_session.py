@@ -9,7 +9,7 @@ import pytest
 from polar_cli.harness import ADAPTERS, Wiring
 from polar_cli.harness.session import SessionSpec, run_session
 from polar_cli.runtime.base import Container, ExecResult
-from tests.support.fake_runtime import BASE, PATCH, FakeRuntime, session_responder
+from tests.support.fake_runtime import BASE, PATCH, FakeContainer, FakeRuntime, session_responder
 
 
 def spec(**kw: object) -> SessionSpec:
@@ -51,14 +51,41 @@ def test_ok_session_runs_every_stage_and_removes_the_container(tmp_path: Path) -
     started = runtime.specs[0]
     assert started.volumes_from == ("bundle-pi",) and started.network == "host"
     assert started.labels["polar.session"] == "s1" and started.labels["polar.harness"] == "pi"
-    assert container.scripts == ["polar-base", "harness", "polar-artifacts", "polar-patch"]
+    assert container.scripts == ["polar-base", "polar-strip", "harness", "polar-artifacts", "polar-patch"]
+    # INIT stripped the repository's history after the base, and the outcome says what went
+    assert outcome.stripped is not None and (outcome.stripped.refs, outcome.stripped.repacked) == (2, True)
 
 
 def test_given_base_commit_skips_git_preparation() -> None:
     runtime = runtime_for(ExecResult(0, b"", False, False, 1.0))
     outcome = run_session(runtime, spec(base_commit="c" * 40), WIRING)
     assert outcome.base_commit == "c" * 40
-    assert runtime.started[0].scripts == ["harness", "polar-patch"]
+    assert runtime.started[0].scripts == ["polar-strip", "harness", "polar-patch"]
+    # the strip script is told the base commit it keeps
+    assert runtime.started[0].execs[0][0][-1] == "c" * 40
+
+
+def test_strip_history_off_keeps_the_repository_as_the_image_has_it() -> None:
+    runtime = runtime_for(ExecResult(0, b"", False, False, 1.0))
+    outcome = run_session(runtime, spec(strip_history=False), WIRING)
+    assert runtime.started[0].scripts == ["polar-base", "harness", "polar-patch"] and outcome.stripped is None
+
+
+def test_a_failing_strip_is_an_init_error_and_removes_the_container() -> None:
+    harness = ExecResult(0, b"", False, False, 1.0)
+    ok = session_responder(harness)
+
+    def respond(name: str, container: FakeContainer) -> ExecResult:
+        return (
+            ExecResult(4, b"polar: base commit c is not in /testbed", False, False, 0.1)
+            if name == "polar-strip"
+            else ok(name, container)
+        )
+
+    runtime = FakeRuntime(respond)
+    outcome = run_session(runtime, spec(), WIRING)
+    assert outcome.status == "init_error" and "is not in /testbed" in (outcome.error or "")
+    assert runtime.started[0].removed == 1 and runtime.started[0].scripts == ["polar-base", "polar-strip"]
 
 
 def test_timeout_is_a_status_and_postrun_still_runs() -> None:
@@ -113,4 +140,4 @@ def test_a_failing_config_write_is_an_init_error_and_removes_the_container() -> 
     runtime = runtime_for(ExecResult(0, b"", False, False, 1.0), fail_put=True)
     outcome = run_session(runtime, spec(), WIRING)
     assert outcome.status == "init_error" and outcome.error == "disk full"
-    assert runtime.started[0].removed == 1 and runtime.started[0].scripts == ["polar-base"]
+    assert runtime.started[0].removed == 1 and runtime.started[0].scripts == ["polar-base", "polar-strip"]

@@ -13,7 +13,7 @@ import pytest
 from swebench.harness.log_parsers.python import MAP_REPO_TO_PARSER_PY
 
 from polar_cli.swe.diffs import runner_targets
-from polar_cli.swe.logparse import TestStatus, parser_for
+from polar_cli.swe.logparse import SWEBENCH_PARSERS, SWEBENCH_UNSUPPORTED, TestStatus, parser_for
 from polar_cli.swe.repos import REPOS, directives
 
 DJANGO_LOG = """\
@@ -169,6 +169,19 @@ def test_pytest_maps_are_swebenchs_plus_pinned_extra_keys(repo: str) -> None:
 def test_every_swebench_repository_is_in_our_table_with_its_parser_kind() -> None:
     assert set(MAP_REPO_TO_PARSER_PY) <= set(REPOS)
     assert oracle("psf/requests", PYTEST_RA_LOG)[OPTIONS_ID] == "PASSED"
+
+
+def test_swebench_parser_names_map_to_the_parser_we_use_for_the_same_function() -> None:
+    from swebench.harness.log_parsers import PARSER_REGISTRY
+
+    assert set(PARSER_REGISTRY) == set(SWEBENCH_PARSERS) | SWEBENCH_UNSUPPORTED
+    assert not set(SWEBENCH_PARSERS) & SWEBENCH_UNSUPPORTED
+    # swebench's names are aliases of a few functions; the per-repo oracle tests above compare those with ours
+    ours_by_function: dict[int, set[str]] = {}
+    for repo, function in MAP_REPO_TO_PARSER_PY.items():
+        ours_by_function.setdefault(id(function), set()).add(REPOS[repo].parser)
+    for name, ours in SWEBENCH_PARSERS.items():
+        assert ours_by_function[id(PARSER_REGISTRY[name])] == {ours}, name
 
 
 TEST_PATCH = "".join(

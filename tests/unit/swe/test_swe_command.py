@@ -314,3 +314,18 @@ def test_a_bad_run_id_is_bad_usage(long_fake: FakeRuntime, tmp_path: Path, comma
     assert run.exit_code == 2
     assert "--run-id" in run.stderr
     assert long_fake.containers == []
+
+
+@pytest.mark.parametrize(("flags", "network"), [([], "bridge"), (["--network", "none"], "none")])
+def test_network_option_reaches_the_containers_and_the_report(
+    fake: FakeRuntime, manifest: Path, tmp_path: Path, flags: list[str], network: str
+) -> None:
+    preds = str(predictions(tmp_path, {"o__r-1": GOLD}))
+    run = invoke("evaluate", preds, "--manifest", str(manifest), "--json", *flags)
+    assert run.exit_code == 0, run.output
+    payload = orjson.loads(run.stdout)
+    assert (payload["network"], payload["instances"][0]["network"]) == (network, network)
+    run = invoke("validate", str(manifest), "--instance-ids", "o__r-1", "--json", *flags)
+    assert run.exit_code == 0, run.output
+    assert orjson.loads(run.stdout)["network"] == network
+    assert {spec.network for spec in fake.specs} == {network}

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from polar_cli.swe.diffs import FileChange, file_changes, runner_targets, touched_paths
+from polar_cli.swe.diffs import FileChange, file_changes, hunks, runner_targets, touched_paths
 
 GIT_PATCH = """\
 diff --git a/src/app.py b/src/app.py
@@ -95,3 +95,22 @@ def test_plain_unified_diff_without_git_headers() -> None:
 def test_empty_patch_touches_nothing() -> None:
     assert file_changes("") == []
     assert touched_paths("\n") == []
+
+
+def test_split_patch_keeps_every_byte_and_reads_the_hunks() -> None:
+    from polar_cli.swe.diffs import split_patch
+
+    no_newline = (
+        "From 1 Mon Sep 17 00:00:00 2001\nSubject: x\n\n"
+        "diff --git a/a.txt b/a.txt\n--- a/a.txt\n+++ b/a.txt\n@@ -1,2 +1,2 @@\n"
+        " keep\x0c\n-old\n\\ No newline at end of file\n"
+        "+new\n\\ No newline at end of file\n-- \n2.40.0\n"
+    )
+    for patch in (GIT_PATCH, no_newline):
+        preamble, diffs = split_patch(patch)
+        assert preamble + "".join(d.text for d in diffs) == patch
+    preamble, (diff,) = split_patch(no_newline)
+    assert preamble.startswith("From 1") and diff.text.endswith("2.40.0\n")
+    (hunk,) = hunks(diff.text)
+    assert (hunk.old_start, hunk.old_count) == (1, 2)
+    assert hunk.lines == (" keep\x0c", "-old", "\\ No newline at end of file", "+new", "\\ No newline at end of file")

@@ -47,13 +47,15 @@ def responder(**by_script: ExecResult):  # type: ignore[no-untyped-def]
     return respond
 
 
-def test_resolved_runs_apply_then_eval_in_a_fresh_networkless_container() -> None:
+def test_resolved_runs_apply_then_eval_in_a_fresh_container_on_swebenchs_network() -> None:
     runtime = FakeRuntime(responder(apply=APPLIED, eval=FIXED))
     evaluation = evaluate_instance(runtime, INSTANCE, INSTANCE.patch, OPTIONS, "m")
     assert evaluation.outcome == "resolved" and evaluation.patch_applied
     (container,) = runtime.containers
     assert container.scripts == ["apply.sh", "eval.sh"] and container.removed
-    assert (runtime.specs[0].image, runtime.specs[0].network, runtime.specs[0].role) == ("img:1", "none", "eval")
+    # 5.0.2 gives its evaluation containers no network setting: Docker's default bridge
+    assert (runtime.specs[0].image, runtime.specs[0].network, runtime.specs[0].role) == ("img:1", "bridge", "eval")
+    assert evaluation.to_dict()["network"] == "bridge"
     assert container.files[f"{EVAL_DIR}/model.patch"] == INSTANCE.patch.encode()
     assert b"pytest -rA tests/t.py" in container.files[f"{EVAL_DIR}/eval.sh"]
     assert runtime.timeouts[-1] == 60

@@ -144,6 +144,14 @@ def test_parser_registry_by_repo_and_name() -> None:
         parser_for("x/y", "nose")
 
 
+def test_swebench_parser_names_pick_ours_and_unsupported_ones_are_errors() -> None:
+    assert parser_for("getmoto/moto", "parse_log_django") is parse_log_django  # the row's name beats the repo's
+    assert parser_for("o/unknown", "parse_log_scikit") is parse_log_pytest_ansi
+    assert parser_for("o/unknown", "parse_log_requests") is parse_log_pytest_options
+    with pytest.raises(ConfigError, match="Polar has no parser for this test runner"):
+        parser_for("getmoto/moto", "parse_log_gotest")  # never pytest's parser in its place
+
+
 def test_parameter_with_a_stray_bracket() -> None:
     assert parse_log_pytest("FAILED t.py::test_x[a[] - boom")["t.py::test_x[a[]"] is F
     assert parse_log_pytest("PASSED t.py::test_x[b] c]")["t.py::test_x[b] c]"] is P

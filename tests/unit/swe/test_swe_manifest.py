@@ -84,6 +84,9 @@ def test_parquet_native_list_column(tmp_path: Path) -> None:
         ({"instance_id": None}, "m.jsonl row 1 (instance_id missing): instance_id: missing"),
         ({"build": {"context": ".", "cache": True}}, "m.jsonl row 1 (o__r-2): build: unknown keys ['cache']"),
         ({"build": {"args": {"A": 1}}}, "m.jsonl row 1 (o__r-2): build.args: expected an object of strings"),
+        ({"log_parser": "parse_log_nose"}, "m.jsonl row 1 (o__r-2): log_parser: 'parse_log_nose' is not a parser"),
+        ({"eval_type": "pass_only"}, "m.jsonl row 1 (o__r-2): eval_type: 'pass_only': expected one of pass_and_fail"),
+        ({"eval_script": ["pytest"]}, "m.jsonl row 1 (o__r-2): eval_script: expected a string, got list"),
     ],
 )
 def test_errors_name_the_row_and_field(tmp_path: Path, overrides: dict[str, Any], message: str) -> None:
@@ -96,6 +99,17 @@ def test_errors_name_the_row_and_field(tmp_path: Path, overrides: dict[str, Any]
     with pytest.raises(ConfigError) as info:
         load_manifest(write_jsonl(tmp_path / "m.jsonl", [row(), bad]))
     assert message in str(info.value)
+
+
+def test_swebench_5_fields_load_as_they_are(tmp_path: Path) -> None:
+    script = "#!/bin/bash\nset -uxo pipefail\n: '>>>>> Start Test Output'\npytest -rA\n: '>>>>> End Test Output'\n"
+    swebench5 = row(eval_script=script, log_parser="parse_log_pytest_v2", eval_type="fail_only")
+    # a parser swebench has and Polar lacks still loads: evaluating that row is the error (`logparse.parser_for`)
+    go = row("o__r-2", log_parser="parse_log_gotest", eval_type="pass_and_fail", eval_script="")
+    first, second, plain = load_manifest(write_jsonl(tmp_path / "m.jsonl", [swebench5, go, row("o__r-3")]))
+    assert (first.eval_script, first.log_parser, first.eval_type) == (script, "parse_log_pytest_v2", "fail_only")
+    assert (second.eval_script, second.log_parser, second.eval_type) == (None, "parse_log_gotest", "pass_and_fail")
+    assert (plain.eval_script, plain.log_parser, plain.eval_type) == (None, None, None)
 
 
 def test_duplicate_instance_id(tmp_path: Path) -> None:
