@@ -124,9 +124,14 @@ def test_same_instance_gold_empty_wrong(demo_images: list[InstanceImageBuild], d
     assert docker_runtime.live() == []  # every evaluation container was removed
 
 
-def test_validate_through_a_real_harness_accepts_the_gold_engine(demo_images: list[InstanceImageBuild]) -> None:
+def test_validate_through_a_real_harness_accepts_the_gold_engine(
+    demo_images: list[InstanceImageBuild], tmp_path: Path
+) -> None:
     argv = ["validate", str(MANIFEST), "--harness", "pi", "--instance-ids", "polar-demo__csvsift-4", "--json"]
-    run = CliRunner().invoke(app(), argv)
+    run = CliRunner().invoke(app(), [*argv, "--out", str(tmp_path / "report.json"), "--run-id", "demo"])
     assert run.exit_code == 0, run.output
     report = orjson.loads(run.stdout)
-    assert report == {"harness": "pi", "total_instances": 1, "accepted_instances": 1, "broken": {}}
+    log_paths = report.pop("log_paths")
+    assert report == {"harness": "pi", "total_instances": 1, "accepted_instances": 1, "broken": {}, "run_id": "demo"}
+    log = (tmp_path / log_paths["polar-demo__csvsift-4"]).read_text()  # the session's whole test log, kept
+    assert ">>>>> End Test Output" in log and "PASSED" in log
