@@ -15,6 +15,7 @@ Harness quirks are the ``_quirk_*`` functions below.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any, Literal, NoReturn
 
@@ -53,6 +54,8 @@ _TOOL_CHOICE_MODES: dict[str, Literal["auto", "none", "required", "tool"]] = {
 # renders the way the model's own call was recorded. One encoder for all calls: json.dumps builds a new one each time
 # it is given options.
 _TOOL_INPUT_ENCODER = json.JSONEncoder(ensure_ascii=False)
+# Anthropic-defined tools are dated (web_search_20250305, tool_search_tool_regex_20251119); mcp_toolset is undated.
+_SERVER_TOOL_TYPE = re.compile(r"[a-z][a-z0-9_]*_20\d{6}")
 
 
 def decode_request(body: JsonObject, route: Route) -> ChatRequest:
@@ -299,7 +302,7 @@ def _tools(raw: Any) -> tuple[Tool, ...]:
     for i, item in enumerate(check.array(raw, "tools")):
         path = f"tools[{i}]"
         tool = check.obj(item, path)
-        if _is_server_tool(tool):
+        if _is_server_tool(tool, path):
             continue
         tools.append(
             Tool(
@@ -311,13 +314,15 @@ def _tools(raw: Any) -> tuple[Tool, ...]:
     return tuple(tools)
 
 
-def _is_server_tool(tool: Mapping[str, Any]) -> bool:
-    """Anthropic-defined tools (``web_search_20250305``, ``bash_20250124``...) have no schema we could offer upstream.
-
-    ``type: "custom"`` is Anthropic's explicit spelling of an ordinary client tool, which carries ``input_schema``.
-    """
-    kind = tool.get("type")
-    return isinstance(kind, str) and kind != "custom" and "input_schema" not in tool
+def _is_server_tool(tool: Mapping[str, Any], path: str) -> bool:
+    """Anthropic-defined tools (``web_search_20250305``, ``bash_20250124``...) have no schema we could offer upstream:
+    hidden. No ``type`` or ``custom`` is a client tool; any other type is a 400 (translate/README.md, "Tool types")."""
+    kind = check.opt_str(tool.get("type"), f"{path}.type")
+    if kind is None or kind == "custom":
+        return False
+    if kind == "mcp_toolset" or _SERVER_TOOL_TYPE.fullmatch(kind):
+        return True
+    check.fail(f"{path}.type", f"unsupported tool type {kind!r}")
 
 
 def _tool_choice(raw: Any) -> tuple[ToolChoice | None, bool | None]:

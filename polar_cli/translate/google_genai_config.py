@@ -60,7 +60,7 @@ def decode_tools(raw: Any) -> tuple[Tool, ...]:
             if value is None or quirk_drop_builtin_tool(key):
                 continue
             if key != "functionDeclarations":
-                fail(at(path, key), "unsupported tool")
+                fail(at(path, key), f"unsupported tool type {key!r}")  # the policy of every API (translate/README.md)
             declarations = array(value, at(path, key))
             tools.extend(_declaration(d, f"{at(path, key)}[{i}]") for i, d in enumerate(declarations))
     return tuple(tools)

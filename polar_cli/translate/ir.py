@@ -71,18 +71,33 @@ class Message:
 
 
 @dataclass(frozen=True, slots=True)
+class Namespaced:
+    """Where a flattened tool came from: the tool ``name`` inside the harness's ``namespace`` group.
+
+    OpenAI Responses groups tools (``{"type": "namespace", "name", "tools": [...]}``; Codex's multi-agent tools and
+    its MCP servers' tools). The upstream knows only flat functions, so the IR tool gets a flat, unique name and this
+    remembers the pair the harness must see again on the model's call.
+    """
+
+    namespace: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
 class Tool:
     """A tool the harness offers.
 
     ``kind == "custom"`` is a freeform tool (Codex's ``apply_patch``): its input is raw text, not JSON. Upstream it is
     offered as a function with a single string parameter ``input``; ``parameters`` then holds that wrapper schema and
-    ``description`` carries the tool's grammar or format note.
+    ``description`` carries the tool's grammar or format note. ``namespaced`` is set when ``name`` is the flat name
+    of a tool the harness offered inside a namespace group.
     """
 
     name: str
     description: str = ""
     parameters: JsonObject = field(default_factory=lambda: {"type": "object", "properties": {}})
     kind: ToolKind = "function"
+    namespaced: Namespaced | None = None
 
 
 @dataclass(frozen=True, slots=True)

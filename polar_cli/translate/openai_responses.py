@@ -11,7 +11,8 @@ while the IR is a Chat-style list of turns. Decoding folds the items into turns:
 
 The gateway is stateless (Codex sends ``store: false`` and the full history every turn), so anything that points at
 server-side state (``previous_response_id``, ``item_reference``, ``conversation``) is refused with a 400.
-The encode side (Response object, SSE stream, errors) lives in `openai_responses_encode`.
+Tools (functions, freeform tools, namespace groups flattened, hosted tools hidden) are decoded in
+`openai_responses_tools`; the encode side (Response object, SSE stream, errors) lives in `openai_responses_encode`.
 """
 
 from __future__ import annotations
@@ -29,17 +30,19 @@ from polar_cli.translate.openai_responses_encode import (
     encode_response,
     encode_stream,
 )
-
-# Built-in tool types: OpenAI runs them on its servers or only its own models emit their call items. The gateway's
-# model is offered functions, and the encoder answers with function and custom tool calls only.
-HOSTED_TOOL_TYPES = frozenset(
-    {"web_search", "web_search_preview", "tool_search", "file_search", "computer_use", "computer_use_preview"}
-    | {"mcp", "local_shell", "shell", "apply_patch", "image_generation", "code_interpreter"}
+from polar_cli.translate.openai_responses_tools import (
+    FlatNames,
+    call_name,
+    custom_tool_description,
+    decode_tool_choice,
+    decode_tools,
+    drop_hosted_tools,
+    flat_names,
 )
-# Dated variants (``web_search_preview_2025_03_11``) share the family name as a prefix.
-_HOSTED_DATED_PREFIXES = tuple(f"{h}_20" for h in sorted(HOSTED_TOOL_TYPES))
+
+__all__ = ["CODEC", "custom_tool_description", "decode_request", "drop_hosted_tools"]
+
 _EFFORT_OFF = "none"
-_EMPTY_SCHEMA: ir.JsonObject = {"type": "object", "properties": {}}
 
 
 def decode_request(body: ir.JsonObject, route: Route) -> ir.ChatRequest:
@@ -47,17 +50,19 @@ def decode_request(body: ir.JsonObject, route: Route) -> ir.ChatRequest:
     body = check.request_body(body)
     _reject_stateful_fields(body)
     model = route.model if route.model is not None else check.string(body.get("model"), "model")
+    tools = decode_tools(body.get("tools"))
+    names = flat_names(tools)
     messages: list[ir.Message] = []
     instructions = check.opt_str(body.get("instructions"), "instructions")
     if instructions:
         messages.append(ir.Message(role="system", content=(ir.Text(instructions),)))
-    messages.extend(_decode_input(body.get("input")))
+    messages.extend(_decode_input(body.get("input"), names))
     stream = check.opt_bool(body.get("stream"), "stream")
     return ir.ChatRequest(
         model=model,
         messages=tuple(messages),
-        tools=_decode_tools(body.get("tools")),
-        tool_choice=_decode_tool_choice(body.get("tool_choice")),
+        tools=tools,
+        tool_choice=decode_tool_choice(body.get("tool_choice"), names),
         parallel_tool_calls=check.opt_bool(body.get("parallel_tool_calls"), "parallel_tool_calls"),
         sampling=_decode_sampling(body),
         reasoning=_decode_reasoning(body.get("reasoning")),
@@ -80,7 +85,7 @@ def _reject_stateful_fields(body: Mapping[str, Any]) -> None:
 # --- input items -----------------------------------------------------------------------------------------------
 
 
-def _decode_input(raw: Any) -> list[ir.Message]:
+def _decode_input(raw: Any, names: FlatNames) -> list[ir.Message]:
     if isinstance(raw, str):
         return [ir.Message(role="user", content=(ir.Text(raw),))]
     items = check.array(raw, "input")
@@ -116,11 +121,11 @@ def _decode_input(raw: Any) -> list[ir.Message]:
         elif kind == "message" and check.string(item.get("role"), f"{path}.role") == "assistant":
             parts.extend(_decode_content(item.get("content"), f"{path}.content"))
         elif kind == "function_call":
-            call = _decode_function_call(item, path)
+            call = _decode_function_call(item, path, names)
             call_names[call.id] = call.name
             calls.append(call)
         elif kind == "custom_tool_call":
-            call = _decode_custom_tool_call(item, path)
+            call = _decode_custom_tool_call(item, path, names)
             call_names[call.id] = call.name
             calls.append(call)
         else:
@@ -183,23 +188,29 @@ def _decode_part(raw: Any, path: str) -> ir.Part:
     raise RequestError(f"{path}.type: unsupported content part type {kind!r}")
 
 
-def _decode_function_call(item: Mapping[str, Any], path: str) -> ir.ToolCall:
+def _decode_function_call(item: Mapping[str, Any], path: str, names: FlatNames) -> ir.ToolCall:
     return ir.ToolCall(
         id=check.string(item.get("call_id"), f"{path}.call_id"),
-        name=check.string(item.get("name"), f"{path}.name"),
+        name=_call_name(item, path, names),
         arguments=check.string(item.get("arguments"), f"{path}.arguments"),
     )
 
 
-def _decode_custom_tool_call(item: Mapping[str, Any], path: str) -> ir.ToolCall:
+def _decode_custom_tool_call(item: Mapping[str, Any], path: str, names: FlatNames) -> ir.ToolCall:
     input_path = f"{path}.input"
     arguments = check.json_text({"input": check.string(item.get("input"), input_path)}, input_path)
     return ir.ToolCall(
         id=check.string(item.get("call_id"), f"{path}.call_id"),
-        name=check.string(item.get("name"), f"{path}.name"),
+        name=_call_name(item, path, names),
         arguments=arguments,
         kind="custom",
     )
+
+
+def _call_name(item: Mapping[str, Any], path: str, names: FlatNames) -> str:
+    # A call Codex echoes from a namespace carries ``namespace`` beside the inner name: the upstream saw the flat one.
+    name = check.string(item.get("name"), f"{path}.name")
+    return call_name(name, check.opt_str(item.get("namespace"), f"{path}.namespace"), names)
 
 
 def _reasoning_text(item: Mapping[str, Any], path: str) -> str:
@@ -219,78 +230,6 @@ def _reasoning_text(item: Mapping[str, Any], path: str) -> str:
         check.string(check.obj(p, f"{path}.summary[{i}]").get("text"), f"{path}.summary[{i}].text")
         for i, p in enumerate(check.array(summary, f"{path}.summary"))
     )
-
-
-# --- tools -----------------------------------------------------------------------------------------------------
-
-
-def drop_hosted_tools(tools: list[Any]) -> list[tuple[int, Any]]:
-    """Quirk: Codex offers OpenAI-hosted tools (``web_search``, ``tool_search``) the gateway cannot run; hide them.
-
-    Returns the remaining tools with their original index, so error messages still name the right ``tools[i]``.
-    """
-    return [(i, t) for i, t in enumerate(tools) if not (isinstance(t, dict) and _is_hosted(t.get("type")))]
-
-
-def _is_hosted(kind: Any) -> bool:
-    return isinstance(kind, str) and (kind in HOSTED_TOOL_TYPES or kind.startswith(_HOSTED_DATED_PREFIXES))
-
-
-def custom_tool_description(description: str, fmt: Mapping[str, Any] | None, path: str) -> str:
-    """Quirk: the upstream only knows JSON functions, so a freeform tool's grammar (Codex's ``apply_patch`` lark
-    grammar) is spelled out in the description, or the model would not know what input shape to write."""
-    if fmt is None:
-        return description
-    kind = check.string(fmt.get("type"), f"{path}.type")
-    if kind == "text":
-        return description
-    if kind != "grammar":
-        raise RequestError(f"{path}.type: unsupported custom tool format {kind!r}")
-    syntax = check.opt_str(fmt.get("syntax"), f"{path}.syntax") or "lark"
-    return ir.with_grammar(description, syntax, check.string(fmt.get("definition"), f"{path}.definition"))
-
-
-def _decode_tools(raw: Any) -> tuple[ir.Tool, ...]:
-    if raw is None:
-        return ()
-    tools: list[ir.Tool] = []
-    for index, raw_tool in drop_hosted_tools(check.array(raw, "tools")):
-        path = f"tools[{index}]"
-        tool = check.obj(raw_tool, path)
-        kind = check.string(tool.get("type"), f"{path}.type")
-        name = check.string(tool.get("name"), f"{path}.name")
-        description = check.opt_str(tool.get("description"), f"{path}.description") or ""
-        if kind == "function":
-            params = tool.get("parameters")
-            parameters = dict(_EMPTY_SCHEMA) if params is None else dict(check.obj(params, f"{path}.parameters"))
-            tools.append(ir.Tool(name=name, description=description, parameters=parameters))
-        elif kind == "custom":
-            fmt_obj = check.opt_obj(tool.get("format"), f"{path}.format")
-            tools.append(
-                ir.Tool(
-                    name=name,
-                    description=custom_tool_description(description, fmt_obj, f"{path}.format"),
-                    parameters=ir.custom_tool_parameters(),
-                    kind="custom",
-                )
-            )
-        else:
-            raise RequestError(f"{path}.type: unsupported tool type {kind!r}")
-    return tuple(tools)
-
-
-def _decode_tool_choice(raw: Any) -> ir.ToolChoice | None:
-    if raw is None:
-        return None
-    if raw == "auto" or raw == "none" or raw == "required":
-        return ir.ToolChoice(mode=raw)
-    if isinstance(raw, str):
-        raise RequestError(f"tool_choice: unsupported value {raw!r}")
-    choice = check.obj(raw, "tool_choice")
-    kind = check.string(choice.get("type"), "tool_choice.type")
-    if kind in ("function", "custom"):
-        return ir.ToolChoice(mode="tool", name=check.string(choice.get("name"), "tool_choice.name"))
-    raise RequestError(f"tool_choice.type: unsupported tool choice {kind!r}")
 
 
 # --- generation settings ---------------------------------------------------------------------------------------

@@ -7,6 +7,9 @@ final items, so the streamed and non-streamed answers cannot drift apart. The st
 official SDK's accumulator checks (``response.created`` first, every content event after its item's
 ``output_item.added``, every item finished by ``output_item.done`` before ``response.completed``). Like the real API
 it has no ``[DONE]`` terminator: ``response.completed`` (or ``response.incomplete``) is the last event.
+
+A call of a tool the harness offered inside a ``namespace`` group names the inner tool and carries ``namespace``
+beside it, the pair codex-rs routes on (see `openai_responses_tools`).
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ def encode_response(request: ir.ChatRequest, completion: ir.Completion) -> dict[
         "status": "incomplete" if incomplete else "completed",
         "completed_at": None if incomplete else completion.created,
         "incomplete_details": {"reason": reason} if incomplete else None,
-        "output": output_items(completion),
+        "output": output_items(completion, request),
         "usage": _usage(completion.usage),
     }
 
@@ -113,8 +116,11 @@ def response_id(completion_id: str) -> str:
     return completion_id if completion_id.startswith("resp_") else f"resp_{completion_id}"
 
 
-def output_items(completion: ir.Completion) -> list[Item]:
-    """The final output items of a completion, in the order the stream announces them."""
+def output_items(completion: ir.Completion, request: ir.ChatRequest) -> list[Item]:
+    """The final output items of a completion, in the order the stream announces them.
+
+    ``request`` is the call's own decoded request: the offered tools say which flat names were namespace members.
+    """
     suffix = response_id(completion.id).removeprefix("resp_")
     items: list[Item] = []
     if completion.reasoning:
@@ -136,20 +142,24 @@ def output_items(completion: ir.Completion) -> list[Item]:
                 "content": [{"type": "output_text", "text": completion.text, "annotations": [], "logprobs": []}],
             }
         )
-    items.extend(_call_item(call) for call in completion.tool_calls)
+    items.extend(_call_item(call, request.tool(call.name)) for call in completion.tool_calls)
     if completion.finish_reason in _INCOMPLETE_REASONS and items and "status" in items[-1]:
         items[-1] = {**items[-1], "status": "incomplete"}  # the cut-off item is the last one
     return items
 
 
-def _call_item(call: ir.ToolCall) -> Item:
+def _call_item(call: ir.ToolCall, tool: ir.Tool | None) -> Item:
     suffix = call.id.removeprefix("call_")
+    # a namespace member's call: the inner name plus ``namespace``, the pair codex-rs routes on (ToolName::new)
+    named: Item = {"name": call.name}
+    if tool is not None and tool.namespaced is not None:
+        named = {"name": tool.namespaced.name, "namespace": tool.namespaced.namespace}
     if call.kind == "custom":
         return {
             "id": f"ctc_{suffix}",
             "type": "custom_tool_call",
             "call_id": call.id,
-            "name": call.name,
+            **named,
             "input": ir.custom_input(call),
         }
     # Arguments go out exactly as sampled, even when they are not valid JSON: the harness reports the bad call
@@ -159,7 +169,7 @@ def _call_item(call: ir.ToolCall) -> Item:
         "type": "function_call",
         "status": "completed",
         "call_id": call.id,
-        "name": call.name,
+        **named,
         "arguments": call.arguments,
     }
 
@@ -255,7 +265,7 @@ def _envelope(request: ir.ChatRequest, *, response_id: str, created_at: int) -> 
         "temperature": sampling.temperature,
         "text": {"format": _text_format(request.response_format)},
         "tool_choice": _tool_choice(request),
-        "tools": [_tool(t) for t in request.tools],
+        "tools": _tools(request.tools),
         "top_p": sampling.top_p,
         "truncation": "disabled",
         "usage": None,
@@ -264,13 +274,27 @@ def _envelope(request: ir.ChatRequest, *, response_id: str, created_at: int) -> 
     }
 
 
-def _tool(tool: ir.Tool) -> dict[str, Any]:
+def _tools(tools: tuple[ir.Tool, ...]) -> list[dict[str, Any]]:
+    """The offered tools as the request had them: flattened namespace members regrouped under their namespace."""
+    out: list[dict[str, Any]] = []
+    for tool in tools:
+        if tool.namespaced is None:
+            out.append(_tool(tool, tool.name))
+            continue
+        namespace = tool.namespaced.namespace
+        if not (out and out[-1]["type"] == "namespace" and out[-1]["name"] == namespace):
+            out.append({"type": "namespace", "name": namespace, "description": "", "tools": []})
+        out[-1]["tools"].append(_tool(tool, tool.namespaced.name))
+    return out
+
+
+def _tool(tool: ir.Tool, name: str) -> dict[str, Any]:
     # A custom tool's format was folded into its description on decode; it is echoed as plain text.
     if tool.kind == "custom":
-        return {"type": "custom", "name": tool.name, "description": tool.description}
+        return {"type": "custom", "name": name, "description": tool.description}
     return {
         "type": "function",
-        "name": tool.name,
+        "name": name,
         "description": tool.description,
         "parameters": dict(tool.parameters),
         "strict": False,
@@ -284,6 +308,8 @@ def _tool_choice(request: ir.ChatRequest) -> str | dict[str, str]:
     if choice.mode != "tool" or choice.name is None:
         return choice.mode
     tool = request.tool(choice.name)
+    if tool is not None and tool.namespaced is not None:
+        return {"type": tool.kind, "name": tool.namespaced.name, "namespace": tool.namespaced.namespace}
     return {"type": tool.kind if tool else "function", "name": choice.name}
 
 

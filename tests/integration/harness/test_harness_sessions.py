@@ -22,6 +22,7 @@ from polar_cli.harness import ADAPTERS, Wiring
 from polar_cli.harness.session import SessionOutcome, SessionSpec, run_session
 from polar_cli.runtime.base import Container
 from polar_cli.runtime.docker import DockerRuntime
+from polar_cli.translate.openai_responses_tools import flat_name
 from tests.integration.harness.shell_policy import ShellToolDouble
 from tests.support.gateway import running_gateway
 
@@ -66,6 +67,7 @@ def run_one(
     timeout: float = SESSION_TIMEOUT,
     after_run: Any = None,
     upstream_timeout: float = 120.0,
+    model: str | None = None,
 ) -> tuple[SessionOutcome, list[CaptureRecord]]:
     session_id = f"it-{harness}-{tmp_path.name}"
     capture = tmp_path / "capture"
@@ -79,7 +81,8 @@ def run_one(
             bundle=bundle,
             timeout=timeout,
         )
-        outcome = run_session(runtime, spec, Wiring(gateway.url, key), tmp_path / "artifacts", after_run=after_run)
+        wiring = Wiring(gateway.url, key, model)
+        outcome = run_session(runtime, spec, wiring, tmp_path / "artifacts", after_run=after_run)
         gateway.flush()
     assert session_containers(runtime, session_id) == [], "the session's container outlived it"
     return outcome, read_capture_dir(capture).get(session_id, [])
@@ -116,6 +119,34 @@ def test_harness_runs_its_shell_tool_through_the_gateway(
     # the request after the tool call carries the shell tool's result, paired with that call
     later = [r for r in records if r.seq > 0 and r.normalized is not None]
     assert any(carries_tool_result(r, ADAPTERS[harness].shell_tool) for r in later), "no request carried the result"
+
+
+def test_codex_with_an_unknown_model_name_completes_a_tool_turn(
+    runtime: DockerRuntime, base_image: str, bundles: dict[str, str], tmp_path: Path
+) -> None:
+    """Codex has no metadata for this name, so it sends its multi-agent tools as a ``namespace`` (issue 12)."""
+    seen: dict[str, Any] = {}
+
+    def inspect(container: Container) -> None:
+        seen["probe"] = container.get_file(PROBE)
+
+    with ShellToolDouble(f"printf %s namespaced > {PROBE}") as upstream:
+        outcome, records = run_one(
+            runtime, "codex", base_image, bundles["codex"], upstream.url, tmp_path, after_run=inspect,
+            model="qwen3.5-122b-a10b",
+        )  # fmt: skip
+    assert outcome.status == "ok", f"{outcome.status} ({outcome.error}):\n{outcome.output[-3000:]}"
+    assert seen["probe"] == b"namespaced"
+    assert [r.status for r in records] == ["ok"] * len(records), [(r.seq, r.error) for r in records]
+    first = records[0].request
+    assert first["model"] == "qwen3.5-122b-a10b"
+    namespaces = [t for t in first["tools"] if t.get("type") == "namespace"]
+    assert namespaces, [t.get("type") for t in first["tools"]]
+    # the upstream was offered the namespace's members as flat functions
+    assert records[0].normalized is not None
+    offered = {t["function"]["name"] for t in records[0].normalized["tools"]}
+    assert all(flat_name(ns["name"], t["name"]) in offered for ns in namespaces for t in ns["tools"])
+    assert any(carries_tool_result(r, "exec_command") for r in records if r.normalized is not None)
 
 
 def carries_tool_result(record: CaptureRecord, shell_tool: str) -> bool:

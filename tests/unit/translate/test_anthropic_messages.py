@@ -283,6 +283,21 @@ def test_tools_skip_server_tools_and_keep_deferred_ones() -> None:
     assert request.tools[0].parameters == schema
 
 
+def test_tools_hide_dated_server_tools_and_refuse_unknown_types() -> None:
+    schema = {"type": "object"}
+    hidden = [
+        {"type": "tool_search_tool_regex_20251119", "name": "tool_search"},
+        {"type": "mcp_toolset", "mcp_server_name": "github"},
+        {"type": "text_editor_20250728", "name": "str_replace_based_edit_tool"},
+    ]
+    assert [t.name for t in _decode(tools=[*hidden, {"name": "Read", "input_schema": schema}]).tools] == ["Read"]
+    # one policy in every API module: an unknown type is a 400 naming it, never silently dropped
+    for tool in ({"type": "teleport", "name": "t"}, {"type": "teleport", "name": "t", "input_schema": schema}):
+        with pytest.raises(RequestError) as info:
+            _decode(tools=[{"name": "Read", "input_schema": schema}, tool])
+        assert (info.value.message, info.value.status) == ("tools[1].type: unsupported tool type 'teleport'", 400)
+
+
 @pytest.mark.parametrize(
     ("choice", "expected", "parallel"),
     [

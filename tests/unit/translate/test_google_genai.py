@@ -266,7 +266,7 @@ def test_quirk_drop_builtin_tool() -> None:
     request = decode(body)
     assert [t.name for t in request.tools] == ["f"]
     assert request.tools[0].parameters == {"type": "object", "properties": {}}
-    with pytest.raises(RequestError, match=r"tools\[0\]\.mysteryTool: unsupported tool"):
+    with pytest.raises(RequestError, match=r"^tools\[0\]\.mysteryTool: unsupported tool type 'mysteryTool'$"):
         decode({"contents": [user({"text": "hi"})], "tools": [{"mysteryTool": {}}]})
 
 

@@ -326,8 +326,8 @@ def one_tool(**tool: Any) -> dict[str, Any]:
         (one_item(type="reasoning", summary="x"), "input[0].summary: expected an array, got string"),
         (one_tool(type="function"), "tools[0].name: required"),
         (
-            body(tools=[{"type": "web_search"}, {"type": "namespace", "name": "n"}]),
-            "tools[1].type: unsupported tool type 'namespace'",
+            body(tools=[{"type": "web_search"}, {"type": "teleport", "name": "n"}]),
+            "tools[1].type: unsupported tool type 'teleport'",
         ),
         (one_tool(type="function", name="f", parameters=[]), "tools[0].parameters: expected an object, got array"),
         (
