@@ -19,6 +19,7 @@ from polar_cli.gateway.upstream_client import UpstreamClient
 from polar_cli.templates import TemplateTraits
 from polar_cli.translate.dialects import DialectName, dialect
 from polar_cli.translate.upstream import UpstreamOptions
+from tests.support.recorder import Recorder
 
 
 @dataclass
@@ -53,6 +54,7 @@ def running_gateway(
     upstream_timeout: float = 30.0,
     token_in: TokenIn | None = None,
     traits: TemplateTraits | None = None,
+    record: Recorder | None = None,
     **options: Any,
 ) -> Iterator[RunningGateway]:
     loop = asyncio.new_event_loop()
@@ -68,6 +70,8 @@ def running_gateway(
         token_in=token_in,
         traits=traits,
     )
+    if record is not None:
+        record.attach(gateway)
     server = GatewayServer(gateway, limits or ServerLimits())
     host, port = asyncio.run_coroutine_threadsafe(server.start("127.0.0.1", 0), loop).result(10)
     try:

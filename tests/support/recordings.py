@@ -18,10 +18,10 @@ API_OF_LABEL: dict[str, ApiName] = {
 }
 
 
-def recorded(api: ApiName | None = None) -> list[dict[str, Any]]:
-    """Every recorded model call (lines with an ``api`` label), or only those of one API."""
+def recorded(api: ApiName | None = None, directory: Path = RECORDINGS) -> list[dict[str, Any]]:
+    """Every recorded model call (lines with an ``api`` label) in ``directory``, or only those of one API."""
     out = []
-    for path in sorted(RECORDINGS.glob("*.jsonl")):
+    for path in sorted(directory.glob("*.jsonl")):
         for line in path.read_text().splitlines():
             record = json.loads(line)
             if record.get("api") and (api is None or API_OF_LABEL[record["api"]] == api):

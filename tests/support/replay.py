@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
@@ -33,7 +34,7 @@ from polar_cli.translate.codec import ApiName
 from polar_cli.translate.registry import CODECS, route_for_path
 from polar_cli.translate.upstream import UpstreamOptions, chat_body
 from polar_cli.wire.http11 import Request, Response
-from tests.support.recordings import API_OF_LABEL, recorded
+from tests.support.recordings import API_OF_LABEL, RECORDINGS, recorded
 
 FINAL_TEXT = "done"  # what the recorder answered every call it answered with text
 _DROPPED_HEADERS = frozenset({"authorization", "x-api-key", "x-goog-api-key", "content-length", "host", "connection"})
@@ -124,10 +125,11 @@ def decoded_messages(api: ApiName, path: str, query: str, body: Mapping[str, Any
     return messages
 
 
-def recorded_sessions(min_calls: int = 2) -> list[RecordedSession]:
-    """Every recorded run with at least ``min_calls`` model calls, its calls in seq order, each with its answer."""
+def recorded_sessions(min_calls: int = 2, directory: Path = RECORDINGS) -> list[RecordedSession]:
+    """Every recorded run (in ``directory``) with at least ``min_calls`` model calls, its calls in seq order, each
+    with its answer."""
     runs: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
-    for record in recorded():
+    for record in recorded(directory=directory):
         runs[(record["harness"], record["run"])].append(record)
     sessions = []
     for (harness, run), records in sorted(runs.items()):
