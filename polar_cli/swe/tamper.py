@@ -7,7 +7,10 @@ a plugin, a test helper can stop asserting. SWE-bench's grader is fooled by all 
 hack, for SFT a poisoned corpus. This module finds such changes (`find_tampering`) and drops them from a patch
 (`drop_files`); `evaluate.evaluate_instance` applies the mode (`screen`):
 
-- reject: any finding makes the attempt unresolved, reason ``tamper: <paths>``;
+- reject: a finding makes the attempt unresolved, reason ``tamper: <paths>``, except a test module's
+  (``Finding.module``: a ``test_*.py`` / ``*_test.py`` / ``tests.py`` file, new or changed, not a runner file): agents
+  write and update tests as part of honest work, so those are reverted (dropped, graded without them: the graded run
+  sees their base version or nothing, which no hook can change) and the attempt is graded;
 - revert: the offending files' sections are dropped from the patch, the rest is applied and graded;
 - off: SWE-bench exact; the findings are still reported.
 
@@ -61,10 +64,12 @@ _PYTHON = re.compile(r"^python[0-9.]*$")
 
 @dataclass(frozen=True, slots=True)
 class Finding:
-    """One changed path that is test infrastructure, and why it counts."""
+    """One changed path that is test infrastructure, and why it counts; ``module``: it is a test module, which
+    reject mode reverts instead of rejecting the attempt for (honest agents write tests)."""
 
     path: str
     why: str
+    module: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,17 +86,18 @@ class TamperCheck:
 
     @property
     def rejected(self) -> bool:
-        """Whether the attempt is unresolved for its tampering alone (mode reject, something found)."""
-        return self.mode == "reject" and bool(self.findings)
+        """Whether the attempt is unresolved for its tampering alone (mode reject, a finding other than a test
+        module's)."""
+        return self.mode == "reject" and any(not f.module for f in self.findings)
 
     def reason(self) -> str:
-        return f"tamper: {', '.join(self.paths)}"
+        return f"tamper: {', '.join(f.path for f in self.findings if not f.module or self.mode != 'reject')}"
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "mode": self.mode,
             "rejected": self.rejected,
-            "findings": [{"path": f.path, "why": f.why} for f in self.findings],
+            "findings": [{"path": f.path, "why": f.why, "module": f.module} for f in self.findings],
             "reverted": list(self.reverted),
         }
 
@@ -321,8 +327,15 @@ def find_tampering(
                 base = (sources or {}).get(diff.change.old) if diff.change.old is not None else ""
                 why = section_rule(path, diff, base)
             if why is not None:
-                findings[path] = Finding(path, why)
+                findings[path] = Finding(path, why, is_test_module(path) and path not in runners)
     return tuple(findings.values())
+
+
+def is_test_module(path: str) -> bool:
+    """A module of tests by its name (pytest's and unittest's conventions, Django's ``tests.py``), not a helper,
+    package ``__init__.py`` or conftest the graded tests import."""
+    name = posixpath.basename(path)
+    return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py") or name == "tests.py")
 
 
 def drop_files(patch: str, paths: Collection[str]) -> str:
@@ -345,7 +358,10 @@ def screen(
 ) -> tuple[str, TamperCheck]:
     """The patch to apply under ``mode`` (revert: without the offending files) and the check's record."""
     findings = find_tampering(patch, test_patch, repo=repo, test_cmd=test_cmd, sources=sources)
-    if mode != "revert" or not findings:
+    dropped = [f for f in findings if mode == "revert" or (mode == "reject" and f.module)]
+    if not dropped:
         return patch, TamperCheck(mode, findings)
-    check = TamperCheck(mode, findings, tuple(dict.fromkeys(f.path for f in findings)))
+    check = TamperCheck(mode, findings, tuple(dict.fromkeys(f.path for f in dropped)))
+    if check.rejected:
+        return patch, check
     return drop_files(patch, check.reverted), check

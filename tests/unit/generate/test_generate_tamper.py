@@ -68,7 +68,9 @@ def test_a_tampered_attempt_is_a_tamper_reject() -> None:
     assert verdict(session(rejected())) == ("rejected", "OK", "tamper: conftest.py")
     kind, row = build_row(session(rejected()), {})
     assert kind == "rejected" and row["accepted"] is False and row["reward"] == 0.0
-    assert row["eval"]["tamper"]["findings"] == [{"path": "conftest.py", "why": "a pytest conftest.py"}]
+    assert row["eval"]["tamper"]["findings"] == [
+        {"path": "conftest.py", "why": "a pytest conftest.py", "module": False}
+    ]
 
 
 def test_a_reverted_attempt_that_resolves_is_accepted_and_says_what_was_reverted() -> None:

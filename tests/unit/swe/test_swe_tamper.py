@@ -371,7 +371,7 @@ def test_modes() -> None:
     assert rejected_patch == patch and rejected.rejected and rejected.reason() == "tamper: conftest.py"
     off_patch, off = screen(patch, TEST_PATCH, "off")
     assert off_patch == patch and not off.rejected and off.paths == ("conftest.py",)
-    assert off.to_dict()["findings"] == [{"path": "conftest.py", "why": off.findings[0].why}]
+    assert off.to_dict()["findings"] == [{"path": "conftest.py", "why": off.findings[0].why, "module": False}]
     assert screen(FIX, TEST_PATCH, "reject")[1].findings == ()
 
 
@@ -397,3 +397,33 @@ def test_reverted_patch_still_applies(tmp_path: Path) -> None:
         ["git", "apply", "--check", str(tmp_path / "kept.patch")], cwd=repo, env=env, capture_output=True, text=True
     )
     assert check.returncode == 0, check.stderr
+
+
+TEST_HELPER = NEW_TEST_FILE.replace("test_regression.py", "helpers.py")
+TEST_INIT = NEW_TEST_FILE.replace("test_regression.py", "__init__.py")
+
+
+def test_reject_reverts_a_test_module_and_grades_the_rest() -> None:
+    # honest agents add regression tests: reject drops them (the graded run never sees them) instead of rejecting
+    patch, check = screen(FIX + NEW_TEST_FILE, TEST_PATCH, "reject")
+    assert not check.rejected
+    assert check.reverted == ("astropy/units/tests/test_regression.py",)
+    assert patch == FIX
+    assert check.findings[0].module and check.to_dict()["findings"][0]["module"] is True
+
+
+@pytest.mark.parametrize("planted", [TEST_HELPER, TEST_INIT, ROOT_CONFTEST])
+def test_reject_still_rejects_what_the_graded_tests_import(planted: str) -> None:
+    # a helper, a package __init__ or a conftest is imported by the graded tests: changing it is rejected
+    patch, check = screen(FIX + NEW_TEST_FILE + planted, TEST_PATCH, "reject")
+    assert check.rejected and patch == FIX + NEW_TEST_FILE + planted
+    assert "test_regression.py" not in check.reason() and check.reason().startswith("tamper: ")
+
+
+def test_a_runner_named_like_a_test_module_is_not_one() -> None:
+    (finding,) = find_tampering(
+        FIX + NEW_TEST_FILE.replace("astropy/units/tests/test_regression.py", "tests/test_sqlite.py"),
+        TEST_PATCH,
+        repo="django/django",
+    )
+    assert not finding.module
