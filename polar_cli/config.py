@@ -19,9 +19,11 @@ from types import UnionType
 from typing import Any, Literal, Union, get_args, get_origin
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from polar_cli.errors import ConfigError
+from polar_cli.harness.base import HarnessAdapter
+from polar_cli.harness.custom import CustomHarnessConfig, check_custom_names
 from polar_cli.swe.tamper import TamperMode
 from polar_cli.translate.dialects import DialectName
 
@@ -245,8 +247,11 @@ class Recipe(_Strict):
     """A name for the run (default: the recipe file's stem)."""
     manifest: ManifestConfig
     """Which instances."""
+    custom_harnesses: dict[str, CustomHarnessConfig] = Field(default_factory=dict)
+    """Harnesses defined here, without code (`harness.custom`): NAME -> argv, env, files, api, bundle, ...; run the
+    ones named in ``harnesses``."""
     harnesses: list[str] = Field(min_length=1)
-    """Harnesses to run every instance with: claude-code, codex, qwen-code, gemini-cli, pi."""
+    """Harnesses to run every instance with: claude-code, codex, qwen-code, gemini-cli, pi, or a custom one."""
     attempts: int = Field(default=1, ge=1)
     """Sessions per (instance, harness)."""
     instruction: str = "{problem_statement}"
@@ -277,18 +282,34 @@ class Recipe(_Strict):
             ) from exc
         return text
 
+    @field_validator("custom_harnesses")
+    @classmethod
+    def _custom_names(cls, custom: dict[str, CustomHarnessConfig]) -> dict[str, CustomHarnessConfig]:
+        check_custom_names(custom)
+        return custom
+
     @field_validator("harnesses")
     @classmethod
-    def _known_harnesses(cls, names: list[str]) -> list[str]:
-        from polar_cli.harness import get_adapter
+    def _known_harnesses(cls, names: list[str], info: ValidationInfo) -> list[str]:
+        from polar_cli.harness.custom import resolve_adapter
 
+        # a custom_harnesses error is already reported; checking names against a half-read section would repeat it
+        custom = info.data.get("custom_harnesses")
+        if custom is None:
+            return names
         try:
-            canonical = [get_adapter(n).name for n in names]
+            canonical = [resolve_adapter(n, custom).name for n in names]
         except ConfigError as exc:
             raise ValueError(str(exc)) from exc
         if len(set(canonical)) != len(canonical):
             raise ValueError(f"a harness is listed twice: {names}")
         return canonical
+
+    def adapters(self) -> list[HarnessAdapter]:
+        """The adapters of ``harnesses``, custom ones built from ``custom_harnesses``."""
+        from polar_cli.harness.custom import resolve_adapter
+
+        return [resolve_adapter(n, self.custom_harnesses) for n in self.harnesses]
 
 
 # ---- loading -----------------------------------------------------------------------------------------------------

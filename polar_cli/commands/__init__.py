@@ -12,6 +12,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("validate", "validate"),
     ("run", "run"),
     ("images", "images"),
+    ("harnesses", "harnesses"),
     ("proxy", "proxy"),
     ("merge-traces", "merge_traces"),
 )

@@ -27,7 +27,13 @@ def _terminate(signum: int, frame: FrameType | None) -> None:
 
 
 def run(
-    harness: Annotated[str, typer.Option(help="claude-code | codex | qwen-code | gemini-cli | pi")],
+    harness: Annotated[
+        str, typer.Option(help="claude-code | codex | qwen-code | gemini-cli | pi, or one of --harness-config's")
+    ],
+    harness_config: Annotated[
+        str | None,
+        typer.Option(help="YAML defining custom harnesses (NAME: {argv, api, ...}), or a recipe with custom_harnesses"),
+    ] = None,
     image: Annotated[str | None, typer.Option(help="Image to run in (the work happens in --workdir)")] = None,
     instruction: Annotated[str | None, typer.Option(help="The task, given to the harness verbatim")] = None,
     instance: Annotated[str | None, typer.Option(help="instance_id of a manifest row")] = None,
@@ -56,7 +62,7 @@ def run(
     memory_mb: Annotated[int | None, typer.Option(help="Memory limit of the container (MiB)")] = None,
 ) -> None:
     """Run one harness session in a container through a local gateway; prints a JSON result (exit 0 when ok)."""
-    from polar_cli.harness import get_adapter
+    from polar_cli.harness.custom import load_harness_config, resolve_adapter
     from polar_cli.node.adhoc import AdhocRun, engine_config, new_session_id, resolve_target, run_adhoc
 
     previous_handler = signal.signal(signal.SIGTERM, _terminate)
@@ -64,7 +70,7 @@ def run(
     try:
         with exit_codes(interrupted="interrupted: the session's container was removed"):
             adhoc = AdhocRun(
-                harness=get_adapter(harness),
+                harness=resolve_adapter(harness, load_harness_config(harness_config) if harness_config else {}),
                 engine=engine_config(upstream, engine, model, tokenizer, token_in),
                 target=resolve_target(image, instruction, instance, manifest, image_template),
                 out_dir=out or Path("runs") / session_id,

@@ -70,6 +70,7 @@ def _validate_through_harness(
     tamper: TamperMode,
     logs: RunLogs,
     out: Path | None,
+    harness_config: str | None,
 ) -> None:
     from polar_cli.generate.validate import validate_through_harness
 
@@ -84,7 +85,14 @@ def _validate_through_harness(
         selection["shard"] = shard
     with exit_codes():
         results = validate_through_harness(
-            manifest, harness, selection=selection, workers=workers, timeout=timeout, tamper=tamper, logs=logs
+            manifest,
+            harness,
+            selection=selection,
+            workers=workers,
+            timeout=timeout,
+            tamper=tamper,
+            logs=logs,
+            harness_config=harness_config,
         )
     payload = {
         "harness": harness,
@@ -111,6 +119,9 @@ def validate(
     manifest: Annotated[str, typer.Argument(help="Manifest: .json/.jsonl/.parquet or a datasets name.")],
     harness: Annotated[
         str | None, typer.Option(help="Validate through this harness with the gold engine (the whole pipeline).")
+    ] = None,
+    harness_config: Annotated[
+        str | None, typer.Option(help="With --harness: YAML defining custom harnesses (polar run --harness-config).")
     ] = None,
     instance_ids: Annotated[
         list[str] | None, typer.Option(help="Only these instances (repeat or comma-separate).")
@@ -148,7 +159,7 @@ def validate(
         with exit_codes():
             logs = run_logs(out, run_id)
         args = (manifest, harness, instance_ids, repos, limit, shard, timeout, workers, json_, mode, logs, out)
-        _validate_through_harness(*args)
+        _validate_through_harness(*args, harness_config)
         return
     with exit_codes():
         check_options(timeout, workers, out)

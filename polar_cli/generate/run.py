@@ -30,7 +30,6 @@ from polar_cli.generate.rows import SessionFacts, build_row
 from polar_cli.generate.stages import GenerateStages, SessionPlan, plan_sessions
 from polar_cli.generate.state import CORPUS, RunState, Verdict
 from polar_cli.generate.summary import summarize, write_summary
-from polar_cli.harness import get_adapter
 from polar_cli.inference.engines import open_engine
 from polar_cli.node.gateway import NodeGateway
 from polar_cli.node.pools import Job, PoolLimits, StagePools, Timings
@@ -63,12 +62,13 @@ def select_instances(recipe: Recipe) -> list[Instance]:
 
 def prepare_images(
     recipe: Recipe, instances: list[Instance], runtime: Runtime
-) -> tuple[dict[str, str], dict[str, str]]:
-    """(harness -> bundle to mount, instance_id -> image), building or pulling what is missing."""
+) -> tuple[dict[str, str | None], dict[str, str]]:
+    """(harness -> bundle to mount or None, instance_id -> image), building or pulling what is missing."""
+    from polar_cli.harness.session import mount_bundle
     from polar_cli.swe.images import build_instance_images, ensure_image, instance_image
 
     build = recipe.runtime.build_images
-    bundles = {name: runtime.bundle(name, build=build, log=log.info) for name in recipe.harnesses}
+    bundles = {a.name: mount_bundle(runtime, a, build=build, log=log.info) for a in recipe.adapters()}
     images = {i.instance_id: instance_image(i, recipe.manifest.image_template) for i in instances}
     if build and any(i.build is not None for i in instances):
         build_instance_images(recipe.manifest.source, runtime, log=log.info)
@@ -201,7 +201,7 @@ def generate(
             if swept:
                 log.info("removed %d container(s) left behind by a dead run", swept)
             bundles, images = prepare_images(recipe, instances, runtime)
-            adapters = [get_adapter(h) for h in recipe.harnesses]
+            adapters = recipe.adapters()
             plans = plan_sessions(instances, adapters, recipe.attempts, lambda i: images[i.instance_id], bundles)
             todo = [p for p in plans if p.key not in state.finished]
             accepted_before = sum(bool(e["accepted"]) for e in state.finished.values())

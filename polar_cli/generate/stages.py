@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,8 +45,8 @@ class SessionPlan:
     harness: HarnessAdapter
     attempt: int
     image: str
-    # what the runtime mounts for the harness's bundle (`Runtime.bundle`)
-    bundle: str
+    # what the runtime mounts for the harness's bundle (`session.mount_bundle`); None: nothing
+    bundle: str | None
 
     def new_session_id(self) -> str:
         # unique per try: a resumed run must never append to the capture file of an interrupted try
@@ -205,7 +205,7 @@ def plan_sessions(
     harnesses: list[HarnessAdapter],
     attempts: int,
     image_of: Callable[[Instance], str],
-    bundles: dict[str, str],
+    bundles: Mapping[str, str | None],
 ) -> list[SessionPlan]:
     """Every (instance, harness, attempt), attempt-major: an interrupted run has covered instances evenly."""
     from polar_cli.generate.state import session_key

@@ -45,14 +45,20 @@ def validate_through_harness(
     out: Path | None = None,
     tamper: str = "reject",
     logs: RunLogs | None = None,
+    harness_config: str | None = None,
 ) -> list[HarnessValidation]:
-    """Run the gold engine through ``harness`` over the selected instances; one verdict per instance."""
+    """Run the gold engine through ``harness`` (built-in, or defined in ``harness_config``, a `--harness-config`
+    file) over the selected instances; one verdict per instance."""
     from polar_cli.generate.run import generate
+    from polar_cli.harness.custom import load_harness_config
+
+    custom = load_harness_config(harness_config) if harness_config else {}
 
     recipe = parse_recipe(
         {
             "name": logs.run_id if logs is not None else f"validate-{harness}",
             "manifest": {"source": str(Path(manifest).resolve()) if Path(manifest).exists() else manifest, **selection},
+            "custom_harnesses": {name: c.model_dump() for name, c in custom.items() if name == harness},
             "harnesses": [harness],
             "attempts": 1,
             "instruction": INSTRUCTION,

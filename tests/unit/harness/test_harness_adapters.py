@@ -14,6 +14,10 @@ from polar_cli.harness.pi import adapter_for
 
 WIRING = Wiring(gateway_url="http://127.0.0.1:8765", session_key="sk-polar-SECRET")
 INSTRUCTION = 'Fix it\'s "bug" $(rm -rf /) `id`\nline two ünï 🚀'
+# the options that carry the instruction glued with `=` (yargs; mini-swe-agent's click; aider's argparse)
+GLUED = ("--prompt", "--task", "--message")
+# harnesses that always read the instruction from stdin (opencode re-quotes message arguments holding a space)
+STDIN_ALWAYS = ("opencode",)
 
 
 def launch(name: str, instruction: str = INSTRUCTION, wiring: Wiring = WIRING) -> Launch:
@@ -23,10 +27,13 @@ def launch(name: str, instruction: str = INSTRUCTION, wiring: Wiring = WIRING) -
 @pytest.mark.parametrize("name", list(ADAPTERS))
 def test_instruction_is_one_untouched_argument(name: str) -> None:
     run = launch(name)
+    if name in STDIN_ALWAYS:
+        assert run.stdin == INSTRUCTION.encode() and not any(INSTRUCTION in a for a in run.argv)
+        return
     held = [a for a in run.argv if INSTRUCTION in a]
     assert len(held) == 1
-    # the whole argument is the instruction, or a `--prompt=` prefix then the instruction
-    assert held[0] in (INSTRUCTION, f"--prompt={INSTRUCTION}")
+    # the whole argument is the instruction, or an option glued to it with `=`
+    assert held[0] in (INSTRUCTION, *(f"{opt}={INSTRUCTION}" for opt in GLUED))
     assert run.stdin is None
     assert run.argv[0].startswith(f"/opt/polar/harness/{name}/bin/")
     assert run.workdir == "/testbed"
@@ -41,7 +48,7 @@ def test_leading_dash_cannot_become_an_option(name: str) -> None:
         return
     i = next(i for i, a in enumerate(run.argv) if instruction in a)
     # after a "--" terminator, or glued to its option with "="
-    assert run.argv[i - 1] == "--" or run.argv[i] == f"--prompt={instruction}"
+    assert run.argv[i - 1] == "--" or run.argv[i] in (f"{opt}={instruction}" for opt in GLUED)
 
 
 @pytest.mark.parametrize("name", list(ADAPTERS))
@@ -142,11 +149,22 @@ def test_instructions_no_argument_can_carry_are_refused(instruction: str, messag
 
 
 def test_adapter_names_and_aliases() -> None:
-    assert list(ADAPTERS) == ["claude-code", "codex", "qwen-code", "gemini-cli", "pi"]
+    assert list(ADAPTERS) == [
+        "claude-code",
+        "codex",
+        "qwen-code",
+        "gemini-cli",
+        "pi",
+        "mini-swe-agent",
+        "aider",
+        "opencode",
+        "cline",
+    ]
     assert get_adapter("claude").name == "claude-code"
     assert get_adapter("gemini").name == "gemini-cli"
-    with pytest.raises(ConfigError, match="unknown harness 'opencode'"):
-        get_adapter("opencode")
+    assert get_adapter("opencode-ai").name == "opencode"
+    with pytest.raises(ConfigError, match="unknown harness 'crush'"):
+        get_adapter("crush")
 
 
 def test_shell_tools_are_the_recorded_ones() -> None:
@@ -156,4 +174,28 @@ def test_shell_tools_are_the_recorded_ones() -> None:
         "qwen-code": "run_shell_command",
         "gemini-cli": "run_shell_command",
         "pi": "bash",
+        "mini-swe-agent": "bash",
+        "aider": "",
+        "opencode": "bash",
+        "cline": "run_commands",
     }
+
+
+def test_opencode() -> None:
+    run = launch("opencode")
+    config = json.loads(run.files["/root/.config/opencode/opencode.json"])
+    provider = config["provider"]["polar"]
+    assert provider["npm"] == "@ai-sdk/openai-compatible"
+    assert provider["options"] == {"baseURL": "http://127.0.0.1:8765/v1", "apiKey": "{env:POLAR_SESSION_KEY}"}
+    assert run.env["POLAR_SESSION_KEY"] == WIRING.session_key
+    assert run.argv[1] == "run" and "--title" in run.argv  # a title skips the title-generation call
+
+
+def test_cline() -> None:
+    run = launch("cline")
+    stored = json.loads(run.files["/root/.cline/data/settings/providers.json"])
+    assert stored["lastUsedProvider"] == "openai-compatible"
+    settings = stored["providers"]["openai-compatible"]["settings"]
+    assert settings["baseUrl"] == "http://127.0.0.1:8765/v1" and "apiKey" not in settings
+    assert run.env["OPENAI_API_KEY"] == WIRING.session_key
+    assert run.env["CLINE_SESSION_BACKEND_MODE"] == "local"  # no detached hub daemon

@@ -30,7 +30,7 @@ def cli(command: typer.models.CommandFunctionType, args: list[str]) -> tuple[int
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--harness", "opencode", "--upstream", "http://u"], "unknown harness"),
+        (["--harness", "crush", "--upstream", "http://u"], "unknown harness"),
         (["--harness", "pi", "--image", "i", "--instruction", "x"], "give --upstream URL"),
         (["--harness", "pi", "--image", "i", "--instruction", "x", "--engine", "sglang"], "give --upstream URL"),
         (["--harness", "pi", "--upstream", "http://u", "--engine", "gold"], "names its token fields"),
@@ -51,7 +51,7 @@ def test_run_usage_errors_exit_2(args: list[str], message: str) -> None:
         (["push", "base"], "unknown action"),
         (["build", "everything"], "unknown kind"),
         (["build", "harness"], "name one of"),
-        (["build", "harness", "opencode"], "unknown harness"),
+        (["build", "harness", "crush"], "unknown harness"),
         (["build", "base", "extra"], "takes no argument"),
         (["build", "instances"], "manifest is missing"),
     ],

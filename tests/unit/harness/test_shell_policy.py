@@ -68,3 +68,27 @@ def test_double_answers_each_call_by_the_policy() -> None:
     call = json.loads(raw)["choices"][0]["message"]["tool_calls"][0]["function"]
     assert call["name"] == "bash" and json.loads(call["arguments"]) == {"command": COMMAND}
     double.assert_no_rejections()
+
+
+def test_mini_swe_agent_is_made_to_submit_after_the_tool_result() -> None:
+    messages = [
+        {"role": "system", "content": "finish with `echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT`"},
+        {"role": "assistant", "tool_calls": [{"id": "1", "function": {"name": "bash", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "1", "content": "(no output)"},
+    ]
+    reply = shell_policy({"messages": messages, "tools": [TOOLS["bash"]]}, COMMAND)
+    assert [(c.name, c.arguments) for c in reply.tool_calls] == [
+        ("bash", {"command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"})
+    ]
+
+
+@pytest.mark.parametrize(
+    ("system", "block"),
+    [
+        ("Reply with the entire file listing.", "x.txt\n```\nhi\n```\n"),
+        ("Use *SEARCH/REPLACE* blocks.", "x.txt\n```\n<<<<<<< SEARCH\n=======\nhi\n>>>>>>> REPLACE\n```\n"),
+    ],
+)
+def test_a_harness_without_tools_gets_an_edit_block(system: str, block: str) -> None:
+    body = {"messages": [{"role": "system", "content": system}, {"role": "user", "content": "go"}]}
+    assert shell_policy(body, COMMAND, edit=("x.txt", "hi")).content == block

@@ -22,7 +22,10 @@ from polar_cli.runtime.images import (
     harness_version,
     image_names,
     node_image_plan,
+    python_image_plan,
+    requirement_pin,
     tar_context,
+    toolchain,
 )
 
 PINNED = {
@@ -31,6 +34,10 @@ PINNED = {
     "qwen-code": "0.24.4",
     "gemini-cli": "0.61.0",
     "pi": "0.73.1",
+    "mini-swe-agent": "2.4.6",
+    "aider": "0.86.2",
+    "opencode": "1.18.33",
+    "cline": "3.0.65",
 }
 
 
@@ -39,15 +46,15 @@ def test_pinned_harness_versions() -> None:
 
 
 def test_unknown_harness_is_refused() -> None:
-    with pytest.raises(RuntimeFailure, match="unknown harness 'opencode'"):
-        harness_version("opencode")
+    with pytest.raises(RuntimeFailure, match="unknown harness 'crush'"):
+        harness_version("crush")
 
 
 def test_every_bundle_dockerfile_builds_on_the_local_images_only() -> None:
-    for name in (*HARNESSES, "node"):
+    for name in (*HARNESSES, "node", "python"):
         dockerfile = (harness_images_dir() / name / "Dockerfile").read_text()
         froms = [line.split()[1] for line in dockerfile.splitlines() if line.startswith("FROM ")]
-        assert froms and set(froms) <= {"${BASE_IMAGE}", "${NODE_IMAGE}"}, (name, froms)
+        assert froms and set(froms) <= {"${BASE_IMAGE}", "${NODE_IMAGE}", "${PYTHON_IMAGE}"}, (name, froms)
 
 
 def test_digest_ignores_order_and_follows_content_names_and_parents() -> None:
@@ -106,7 +113,35 @@ def test_plans_follow_the_inputs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     # a change below every bundle (the node toolchain) renames them all
     (tmp_path / "harness_images/node/make-bundle").write_text("#!/bin/sh\n")
     assert node_image_plan(names).tag != node_before
-    assert all(harness_image_plan(n, names).tag != after[n] for n in HARNESSES)
+    node_harnesses = [n for n in HARNESSES if toolchain(n) == "node"]
+    assert all(harness_image_plan(n, names).tag != after[n] for n in node_harnesses)
+
+    # the Python toolchain is below the Python bundles only
+    python_before = python_image_plan(names).tag
+    assert harness_image_plan("aider", names).buildargs == {
+        "BASE_IMAGE": names.base(BaseRecipe()),
+        "PYTHON_IMAGE": python_before,
+    }
+    renamed = {name: harness_image_plan(name, names).tag for name in HARNESSES}
+    (tmp_path / "harness_images/python/make-pybundle").write_text("#!/bin/sh\n")
+    assert python_image_plan(names).tag != python_before
+    for name in HARNESSES:
+        changed = harness_image_plan(name, names).tag != renamed[name]
+        assert changed == (toolchain(name) == "python"), name
+
+
+@pytest.mark.parametrize(
+    ("text", "pin"),
+    [
+        ("aider-chat==0.86.2\n", "0.86.2"),
+        ("# the harness\n--only-binary :all:\nmini-swe-agent==2.4.6  # pinned\n", "2.4.6"),
+        ("a==1\nb==2\n", None),
+        ("aider-chat>=0.86\n", None),
+        ("", None),
+    ],
+)
+def test_a_python_bundle_pins_exactly_one_package(text: str, pin: str | None) -> None:
+    assert requirement_pin(text) == pin
 
 
 def test_bundle_container_name_carries_the_image_digest() -> None:

@@ -1,0 +1,68 @@
+"""The Python harnesses' launches (mini-swe-agent, aider): litellm's OpenAI provider at the gateway, headless flags."""
+
+from __future__ import annotations
+
+import json
+
+from polar_cli.harness import ADAPTERS, Wiring, get_adapter
+from polar_cli.harness.base import Launch
+
+WIRING = Wiring(gateway_url="http://127.0.0.1:8765/", session_key="sk-polar-SECRET", model="qwen3.5-122b-a10b")
+
+
+def launch(name: str, wiring: Wiring = WIRING) -> Launch:
+    return ADAPTERS[name].launch("--fix it", wiring, "/testbed")
+
+
+def test_mini_swe_agent() -> None:
+    run = launch("mini-swe-agent")
+    assert run.argv[0] == "/opt/polar/harness/mini-swe-agent/bin/mini"
+    assert {"--yolo", "--exit-immediately"} <= set(run.argv)
+    assert run.argv[run.argv.index("--cost-limit") + 1] == "0"
+    # the builtin config first, then ours merged over it
+    configs = [run.argv[i + 1] for i, a in enumerate(run.argv) if a == "--config"]
+    assert configs == ["mini.yaml", "/root/.config/mini-swe-agent/polar.yaml"]
+    assert run.argv[-1] == "--task=--fix it"
+    config = json.loads(run.files[configs[1]])
+    assert config["model"] == {
+        "model_name": "openai/qwen3.5-122b-a10b",
+        "model_kwargs": {"api_base": "http://127.0.0.1:8765/v1"},
+        "cost_tracking": "ignore_errors",
+    }
+    assert run.env["OPENAI_API_KEY"] == WIRING.session_key
+    assert run.env["MSWEA_CONFIGURED"] == "1" and run.env["LITELLM_LOCAL_MODEL_COST_MAP"] == "True"
+    assert run.artifacts == ("/root/.config/mini-swe-agent/last_mini_run.traj.json",)
+    assert run.argv[run.argv.index("--output") + 1] == run.artifacts[0]
+
+
+def test_mini_swe_agent_default_model() -> None:
+    run = launch("mini-swe-agent", Wiring("http://gw:1", "k"))
+    assert json.loads(run.files["/root/.config/mini-swe-agent/polar.yaml"])["model"]["model_name"] == (
+        "openai/polar-model"
+    )
+
+
+def test_aider() -> None:
+    run = launch("aider")
+    assert run.argv[0] == "/opt/polar/harness/aider/bin/aider"
+    assert run.argv[run.argv.index("--model") + 1] == "openai/qwen3.5-122b-a10b"
+    assert run.env["OPENAI_API_BASE"] == "http://127.0.0.1:8765/v1"
+    assert run.env["OPENAI_API_KEY"] == WIRING.session_key
+    flags = set(run.argv)
+    assert {"--yes-always", "--analytics-disable", "--no-check-update", "--no-auto-commits", "--no-gitignore"} <= flags
+    assert run.argv[-1] == "--message=--fix it"
+    # the model is known to litellm from our metadata, so aider never fetches the price list
+    metadata_file = run.argv[run.argv.index("--model-metadata-file") + 1]
+    metadata = json.loads(run.files[metadata_file])
+    assert metadata["openai/qwen3.5-122b-a10b"]["litellm_provider"] == "openai"
+    assert metadata["openai/qwen3.5-122b-a10b"]["input_cost_per_token"] == 0.0
+    # its histories stay out of the repository; its tag cache is kept out of the patch
+    for option in ("--chat-history-file", "--input-history-file", "--llm-history-file"):
+        assert run.argv[run.argv.index(option) + 1].startswith("/root/.aider/")
+    assert run.droppings == (".aider*",)
+    assert ADAPTERS["aider"].shell_tool == ""
+
+
+def test_python_harness_aliases() -> None:
+    assert get_adapter("mini").name == "mini-swe-agent"
+    assert get_adapter("aider-chat").name == "aider"
