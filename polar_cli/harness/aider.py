@@ -1,8 +1,10 @@
 """Aider 0.86.2 (PyPI `aider-chat`): OpenAI Chat Completions through litellm (`--model openai/NAME`, the gateway as
 `OPENAI_API_BASE`); `--message` runs one instruction and exits, `--yes-always` answers every question.
 
-Aider has no tools: it edits files from its replies' edit blocks in plain text (`whole` files for a model it has no
-settings for, as the gateway's is; `diff` SEARCH/REPLACE blocks for some known names), so `shell_tool` is empty.
+Aider has no tools: it edits files from its replies' edit blocks in plain text, so `shell_tool` is empty. The edit
+format is pinned to `diff` (SEARCH/REPLACE blocks), aider's choice for capable models: for a model it has no settings
+for, as the gateway's is, it would fall back to `whole` (every edited file re-sent in full, costly in tokens on real
+repositories).
 """
 
 from __future__ import annotations
@@ -82,6 +84,8 @@ def build(instruction: str, wiring: Wiring, workdir: str) -> Launch:
         model_name(wiring),
         "--model-metadata-file",
         METADATA,
+        "--edit-format",
+        "diff",
         "--yes-always",
         "--no-pretty",
         "--no-fancy-input",

@@ -21,9 +21,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from polar_cli.swe.diffs import hunks, split_patch
+
 # known shell tools first, in case a harness offers two tools that take a command
-SHELL_TOOLS = ("Bash", "bash", "exec_command", "run_shell_command", "shell")
-COMMAND_ARGS = ("command", "cmd")
+SHELL_TOOLS = ("Bash", "bash", "exec_command", "run_shell_command", "shell", "run_commands")
+COMMAND_ARGS = ("command", "cmd", "commands")
 PATCH_FILE = "/tmp/polar-gold.patch"
 GOLD_DONE = "I applied the fix for the issue; the change is in the working tree."
 NOOP_DONE = "I looked at the task and left the repository unchanged."
@@ -75,9 +77,15 @@ def command_argument(function: Mapping[str, Any]) -> str | None:
     props = _properties(function)
     for key in COMMAND_ARGS:
         spec = props.get(key)
-        if isinstance(spec, Mapping) and spec.get("type") in ("string", None):
+        if isinstance(spec, Mapping) and (spec.get("type") in ("string", None) or _string_list(spec)):
             return key
     return None
+
+
+def _string_list(spec: Mapping[str, Any]) -> bool:
+    """A list of command lines (Cline's ``run_commands``: ``commands: [string]``)."""
+    items = spec.get("items")
+    return spec.get("type") == "array" and isinstance(items, Mapping) and items.get("type") in ("string", None)
 
 
 def find_shell_tool(functions: Mapping[str, Mapping[str, Any]]) -> str | None:
@@ -92,7 +100,7 @@ def shell_arguments(function: Mapping[str, Any], command: str) -> dict[str, Any]
     """Arguments for a shell tool call: the command, plus a value for every other required string or boolean."""
     key = command_argument(function)
     assert key is not None
-    args: dict[str, Any] = {key: command}
+    args: dict[str, Any] = {key: [command] if _string_list(_properties(function)[key]) else command}
     schema = function.get("parameters")
     required = schema.get("required") if isinstance(schema, Mapping) else None
     props = _properties(function)
@@ -155,12 +163,36 @@ def has_tool_result(body: Mapping[str, Any]) -> bool:
     return any(isinstance(m, Mapping) and m.get("role") == "tool" for m in body.get("messages") or ())
 
 
+def asks_for_edit_blocks(body: Mapping[str, Any]) -> bool:
+    """Whether a tool-less request is an editor's (Aider's diff format): its system prompt asks for SEARCH/REPLACE."""
+    return not body.get("tools") and any(
+        isinstance(m, Mapping) and m.get("role") == "system" and "SEARCH/REPLACE" in str(m.get("content"))
+        for m in body.get("messages") or ()
+    )
+
+
+def times_said(body: Mapping[str, Any], text: str) -> int:
+    """How many assistant turns of the conversation hold ``text``."""
+    return sum(
+        isinstance(m, Mapping) and m.get("role") == "assistant" and text.strip() in str(m.get("content"))
+        for m in body.get("messages") or ()
+    )
+
+
 class GoldPolicy:
     name = "gold"
 
     def next_turn(self, body: Mapping[str, Any], task: Task | None) -> ScriptedTurn:
         functions = offered_functions(body)
         shell = find_shell_tool(functions)
+        if shell is None and task is not None and task.patch.strip() and asks_for_edit_blocks(body):
+            # an editor without tools: the patch as its SEARCH/REPLACE blocks. Aider drops the first answer's edits
+            # to files not yet in its chat, adds them and asks again, so the blocks go out twice at most (its
+            # prompt's few-shot examples are assistant turns too: "said" means these very blocks)
+            blocks = search_replace_blocks(task.patch)
+            if times_said(body, blocks) >= 2:
+                return ScriptedTurn(GOLD_DONE)
+            return ScriptedTurn(blocks)
         # side requests (titles, summaries) offer no shell tool; calls of unbound sessions get no patch
         if shell is None or task is None or not task.patch.strip() or has_tool_result(body):
             return ScriptedTurn(GOLD_DONE)
@@ -194,3 +226,18 @@ def turn_message(turn: ScriptedTurn, call_ids: Sequence[str]) -> dict[str, Any]:
             for call_id, (name, args) in zip(call_ids, turn.tool_calls, strict=True)
         ]
     return message
+
+
+def search_replace_blocks(patch: str) -> str:
+    """The patch as Aider's SEARCH/REPLACE blocks: one per hunk, the old lines (context and removed) searched, the new
+    lines (context and added) put in their place; a new file searches nothing. Deleted files are not expressible."""
+    blocks = []
+    for diff in split_patch(patch)[1]:
+        path = diff.change.new or diff.change.old
+        for hunk in hunks(diff.text):
+            old = [line[1:] for line in hunk.lines if line[:1] in (" ", "-")]
+            new = [line[1:] for line in hunk.lines if line[:1] in (" ", "+")]
+            search = "".join(f"{line}\n" for line in old)
+            replace = "".join(f"{line}\n" for line in new)
+            blocks.append(f"{path}\n```\n<<<<<<< SEARCH\n{search}=======\n{replace}>>>>>>> REPLACE\n```\n")
+    return "\n".join(blocks)

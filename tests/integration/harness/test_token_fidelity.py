@@ -11,6 +11,9 @@ gateway plain (rendered, reasoning re-injected) and in token-in mode:
   into one trace in which every trainable id sits in exactly the context it was sampled in;
 - plain: the template-safe reshaping and re-injection keep Qwen3.5 with thinking on chaining exactly.
 
+A harness without tools (aider) has no loop to chain: its one reply's edit block writes the file, and every sampled
+id is trainable once, per request and merged.
+
 What the double cannot show: a real model's choices (it follows a script) and SGLang's scheduler; the ids are the
 real template's and vocabulary's.
 """
@@ -35,7 +38,15 @@ from polar_cli.runtime.docker import DockerRuntime
 from polar_cli.templates import detect_traits
 from polar_cli.trajectory import per_request, prefix_merging
 from polar_cli.translate.dialects import SGLANG
-from tests.integration.harness.shell_policy import CHAT_PATH, offered_tools, shell_arguments
+from tests.integration.harness.shell_policy import (
+    CHAT_PATH,
+    SHELL_TOOLS,
+    SUBMIT,
+    ShellToolDouble,
+    asks_for_submit,
+    offered_tools,
+    shell_arguments,
+)
 from tests.support import templates
 from tests.support.gateway import running_gateway
 from tests.support.sglang_double import Reply, SGLangDouble, ToolCallReply
@@ -44,7 +55,7 @@ pytestmark = pytest.mark.integration
 
 TURNS = 3
 STEPS = "/testbed/polar_steps.txt"
-SHELL_TOOLS = ("Bash", "exec_command", "run_shell_command", "bash")
+STEPS_FILE = Path(STEPS).name
 
 
 class LoopDouble(SGLangDouble):
@@ -67,9 +78,14 @@ class LoopDouble(SGLangDouble):
         shell = next((name for name in SHELL_TOOLS if name in tools), None)
         done = sum(1 for m in body.get("messages") or [] if m.get("role") == "tool")
         reasoning = f"Step {done}: I will run the next command." if self.thinking else None
-        if shell is None or done >= TURNS:
+        if shell is not None and done >= TURNS and asks_for_submit(body):
+            # mini-swe-agent ends only on its submit command: a plain final answer is a format error it drops from
+            # the history (and answers with an error message), so that answer would chain into nothing
+            command = f"echo {SUBMIT}"
+        elif shell is None or done >= TURNS:
             return Reply("All steps are done.", reasoning=reasoning)
-        command = f"echo step{done} >> {STEPS}"
+        else:
+            command = f"echo step{done} >> {STEPS}"
         return Reply(reasoning=reasoning, tool_calls=(ToolCallReply(shell, shell_arguments(tools[shell], command)),))
 
 
@@ -82,12 +98,17 @@ def _session(
     name: str,
     thinking: bool,
     token_in: bool,
+    expect: str = "step2",
 ) -> list[CaptureRecord]:
     tk = templates.tokenizer(name)
     kwargs = {"enable_thinking": thinking}
     session_id = f"fid-{harness}-{tmp_path.name}"
+    if ADAPTERS[harness].shell_tool:
+        double: SGLangDouble = LoopDouble(thinking, template=name, chat_template_kwargs_default=kwargs)
+    else:  # no tools (aider): one edit block writing the steps file, then the final message
+        double = ShellToolDouble("true", edit=(STEPS_FILE, expect), template=name, chat_template_kwargs_default=kwargs)
     with (
-        LoopDouble(thinking, template=name, chat_template_kwargs_default=kwargs) as upstream,
+        double as upstream,
         running_gateway(
             upstream.url,
             tmp_path / "capture",
@@ -109,7 +130,7 @@ def _session(
         outcome = run_session(runtime, spec, Wiring(gateway.url, key), tmp_path / "artifacts")
         gateway.flush()
     assert outcome.status == "ok", f"{outcome.status} ({outcome.error}):\n{outcome.output[-3000:]}"
-    assert "step2" in outcome.patch, outcome.patch
+    assert expect in outcome.patch, outcome.patch
     return read_capture_dir(tmp_path / "capture").get(session_id, [])
 
 
@@ -120,10 +141,15 @@ def _main_chain(records: list[CaptureRecord]) -> list[CaptureRecord]:
     return [r for r in loop if len(r.normalized["messages"]) >= len(loop[0].normalized["messages"])]
 
 
+# the multi-step shell loop needs the harness's shell tool: aider has none (it edits from text) and is covered below
+SHELL_HARNESSES = [name for name, adapter in ADAPTERS.items() if adapter.shell_tool]
+NO_TOOL_HARNESSES = [name for name, adapter in ADAPTERS.items() if not adapter.shell_tool]
+
+
 @pytest.mark.parametrize("mode", ["plain", "token_in"])
 @pytest.mark.parametrize("thinking", [False, True], ids=["think-off", "think-on"])
 @pytest.mark.parametrize("name", ["qwen3", "qwen3.5"])
-@pytest.mark.parametrize("harness", list(ADAPTERS))
+@pytest.mark.parametrize("harness", SHELL_HARNESSES)
 def test_every_sampled_id_is_trainable_once_in_the_context_it_was_sampled_in(
     harness: str,
     name: str,
@@ -169,3 +195,37 @@ def test_every_sampled_id_is_trainable_once_in_the_context_it_was_sampled_in(
             )
             assert set(trace.loss_mask[start:end]) == {1}
         assert sum(trace.loss_mask) == sum(len(r.response_ids) for r in chain)
+
+
+@pytest.mark.parametrize("mode", ["plain", "token_in"])
+@pytest.mark.parametrize("thinking", [False, True], ids=["think-off", "think-on"])
+@pytest.mark.parametrize("name", ["qwen3", "qwen3.5"])
+@pytest.mark.parametrize("harness", NO_TOOL_HARNESSES)
+def test_a_harness_without_tools_has_every_sampled_id_trainable_once(
+    harness: str,
+    name: str,
+    thinking: bool,
+    mode: str,
+    runtime: DockerRuntime,
+    base_image: str,
+    bundles: dict[str, str],
+    tmp_path: Path,
+) -> None:
+    """Aider: one instruction, one reply whose edit block writes the file (no tool loop to chain)."""
+    content = f"written by {harness} from an edit block"
+    records = _session(
+        runtime, harness, base_image, bundles[harness], tmp_path, name, thinking, mode == "token_in", expect=content
+    )
+    ok = [r for r in records if r.status == "ok"]
+    assert ok, [(r.seq, r.status, r.error) for r in records]
+    assert all(r.prompt_ids and r.response_ids and len(r.response_logprobs) == len(r.response_ids) for r in ok)
+    flat = per_request(records)
+    assert sum(sum(t.loss_mask) for t in flat.traces) == sum(len(r.response_ids) for r in ok)
+    # merged: every sampled id trainable exactly once, at the position it was sampled at
+    build = prefix_merging(ok)
+    assert sum(sum(t.loss_mask) for t in build.traces) == sum(len(r.response_ids) for r in ok)
+    for trace in build.traces:
+        for seq, start, end in trace.metadata["turns"]:
+            r = next(r for r in ok if r.seq == seq)
+            assert list(trace.prompt_ids) + trace.response_ids[:start] == list(r.prompt_ids)
+            assert trace.response_ids[start:end] == r.response_ids

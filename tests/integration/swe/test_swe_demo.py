@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from polar_cli.commands.evaluate import evaluate
 from polar_cli.commands.validate import validate
+from polar_cli.harness import ADAPTERS
 from polar_cli.runtime.docker import DockerRuntime
 from polar_cli.swe.evaluate import EvalJob, EvalOptions, evaluate_many
 from polar_cli.swe.images import InstanceImageBuild
@@ -124,14 +125,16 @@ def test_same_instance_gold_empty_wrong(demo_images: list[InstanceImageBuild], d
     assert docker_runtime.live() == []  # every evaluation container was removed
 
 
+@pytest.mark.parametrize("harness", list(ADAPTERS))
 def test_validate_through_a_real_harness_accepts_the_gold_engine(
-    demo_images: list[InstanceImageBuild], tmp_path: Path
+    harness: str, demo_images: list[InstanceImageBuild], tmp_path: Path
 ) -> None:
-    argv = ["validate", str(MANIFEST), "--harness", "pi", "--instance-ids", "polar-demo__csvsift-4", "--json"]
+    """The gold engine's reference patch through each harness's own tool (or, for Aider, its edit blocks)."""
+    argv = ["validate", str(MANIFEST), "--harness", harness, "--instance-ids", "polar-demo__csvsift-4", "--json"]
     run = CliRunner().invoke(app(), [*argv, "--out", str(tmp_path / "report.json"), "--run-id", "demo"])
     assert run.exit_code == 0, run.output
     report = orjson.loads(run.stdout)
     log_paths = report.pop("log_paths")
-    assert report == {"harness": "pi", "total_instances": 1, "accepted_instances": 1, "broken": {}, "run_id": "demo"}
+    assert report == {"harness": harness, "total_instances": 1, "accepted_instances": 1, "broken": {}, "run_id": "demo"}
     log = (tmp_path / log_paths["polar-demo__csvsift-4"]).read_text()  # the session's whole test log, kept
     assert ">>>>> End Test Output" in log and "PASSED" in log

@@ -152,3 +152,55 @@ def test_heredoc_delimiter_is_never_a_line_of_the_text() -> None:
     assert first not in text.splitlines()
     clashing = text + first + "\n"
     assert heredoc_delimiter(clashing) not in clashing.splitlines()
+
+
+PATCH_TEXT = "diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n"
+CLINE_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "run_commands",
+        "parameters": {
+            "type": "object",
+            "properties": {"commands": {"type": "array", "items": {"type": "string"}}},
+            "required": ["commands"],
+        },
+    },
+}
+
+
+def test_a_shell_tool_that_takes_a_list_of_commands_gets_one() -> None:
+    body = {"messages": [{"role": "user", "content": "fix it"}], "tools": [CLINE_TOOL]}
+    turn = GoldPolicy().next_turn(body, Task("i", PATCH_TEXT))
+    ((name, args),) = turn.tool_calls
+    assert name == "run_commands" and args == {"commands": [apply_patch_command(PATCH_TEXT, "/testbed")]}
+
+
+def apply_blocks(text: str, reply: str) -> str:
+    """Aider's diff format applied the way Aider applies it: each SEARCH text replaced once by its REPLACE text."""
+    for block in reply.split("<<<<<<< SEARCH\n")[1:]:
+        search, rest = block.split("=======\n", 1)
+        replace = rest.split(">>>>>>> REPLACE", 1)[0]
+        assert text.count(search) == 1, search
+        text = text.replace(search, replace)
+    return text
+
+
+def test_an_editor_without_tools_gets_the_patch_as_search_replace_blocks(tmp_path: Path) -> None:
+    before = "".join(f"line {i}\n" for i in range(1, 21))
+    (tmp_path / "a.txt").write_text(before)
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    subprocess.run(["git", "add", "."], cwd=tmp_path, check=True)
+    after = before.replace("line 3\n", "line three\n").replace("line 17\n", "line 17\nline 17b\n")
+    (tmp_path / "a.txt").write_text(after)
+    patch = subprocess.run(["git", "diff"], cwd=tmp_path, check=True, capture_output=True, text=True).stdout
+    system = {"role": "system", "content": "Reply with *SEARCH/REPLACE* blocks."}
+    example = {"role": "assistant", "content": "an example of a SEARCH/REPLACE block"}
+    body = {"messages": [system, example, {"role": "user", "content": "fix it"}]}
+    turn = GoldPolicy().next_turn(body, Task("i", patch))
+    assert turn.tool_calls == () and turn.content.startswith("a.txt\n```\n<<<<<<< SEARCH\n")
+    assert apply_blocks(before, turn.content) == after
+    # Aider asks again once it has added the file to its chat; after the second answer it is done
+    again = {"messages": [*body["messages"], {"role": "assistant", "content": turn.content}]}
+    assert GoldPolicy().next_turn(again, Task("i", patch)).content == turn.content
+    done = {"messages": [*again["messages"], {"role": "assistant", "content": turn.content}]}
+    assert GoldPolicy().next_turn(done, Task("i", patch)).content == GOLD_DONE
