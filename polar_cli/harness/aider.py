@@ -106,4 +106,4 @@ def build(instruction: str, wiring: Wiring, workdir: str) -> Launch:
     )
 
 
-ADAPTER = HarnessAdapter(name=NAME, package="aider-chat", shell_tool="", build=build)
+ADAPTER = HarnessAdapter(name=NAME, package="aider-chat", shell_tool="", build=build, api="openai_chat")

@@ -65,4 +65,4 @@ def build(instruction: str, wiring: Wiring, workdir: str) -> Launch:
     )
 
 
-ADAPTER = HarnessAdapter(name=NAME, package="mini-swe-agent", shell_tool="bash", build=build)
+ADAPTER = HarnessAdapter(name=NAME, package="mini-swe-agent", shell_tool="bash", build=build, api="openai_chat")
