@@ -197,13 +197,14 @@ def silent_upstream() -> Iterator[str]:
         server.close()
 
 
+@pytest.mark.parametrize("harness", list(ADAPTERS))
 def test_hanging_harness_is_killed_at_its_timeout(
-    runtime: DockerRuntime, base_image: str, bundles: dict[str, str], tmp_path: Path
+    harness: str, runtime: DockerRuntime, base_image: str, bundles: dict[str, str], tmp_path: Path
 ) -> None:
     timeout = 8.0
     with silent_upstream() as url:
         outcome, records = run_one(
-            runtime, "pi", base_image, bundles["pi"], url, tmp_path, timeout=timeout, upstream_timeout=600.0
+            runtime, harness, base_image, bundles[harness], url, tmp_path, timeout=timeout, upstream_timeout=600.0
         )
     assert outcome.status == "timeout", outcome
     assert outcome.exit_code is None
