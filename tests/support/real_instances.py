@@ -323,18 +323,19 @@ def _inputs_digest() -> str:
 # ---- FAIL_TO_PASS / PASS_TO_PASS -----------------------------------------------------------------------------
 
 
-def _statuses(log: str, repo: str, test_cmd: str | None) -> dict[str, str]:
+def _statuses(log: str, repo: str) -> dict[str, str]:
     from polar_cli.swe import grading
     from polar_cli.swe.logparse import parser_for
+    from polar_cli.swe.repos import REPOS
 
-    parser = parser_for(repo) if test_cmd is None or repo in _KNOWN else parser_for("", "pytest")
+    # the repository's own parser where SWE-bench names one (repos.REPOS), else pytest's (the rows' test_cmd)
+    parser = parser_for(repo) if repo in REPOS else parser_for("", "pytest")
     between = log.split(grading.START_TEST_OUTPUT, 1)[-1].split(grading.END_TEST_OUTPUT, 1)[0]
     found = {test: status.value for test, status in parser(between).items()}
     # the lists name a pytest id with spaces by SWE-bench's key, its first word; Polar's parser records both
     return {t: s for t, s in found.items() if " " not in t or t.split(" ", 1)[0] not in found}
 
 
-_KNOWN = {"django/django", "sympy/sympy", "pylint-dev/astroid", "marshmallow-code/marshmallow"}
 _PASS = {"PASSED", "XFAIL"}
 
 
@@ -349,8 +350,8 @@ def derive(manifest: Path, runtime: Any) -> dict[str, tuple[list[str], list[str]
         options = EvalOptions(image=instance.image or "", run_empty=True)
         before = evaluate_instance(runtime, instance, "", options).log
         after = evaluate_instance(runtime, instance, instance.patch, options).log
-        was = _statuses(before, instance.repo, instance.test_cmd)
-        now = _statuses(after, instance.repo, instance.test_cmd)
+        was = _statuses(before, instance.repo)
+        now = _statuses(after, instance.repo)
         f2p = sorted(t for t, s in now.items() if s in _PASS and was.get(t) not in _PASS)
         p2p = sorted(t for t, s in now.items() if s in _PASS and was.get(t) in _PASS)
         found[instance.instance_id] = (f2p, p2p)
