@@ -75,6 +75,8 @@ class CaptureRecord:
     response_logprobs: list[float] = field(default_factory=list)
     finish_reason: str | None = None
     error: str | None = None
+    # what kind of error (`errors.PolarError.kind`: ``context_length``, ``timeout``, ``overloaded``, ...); None if none
+    error_kind: str | None = None
     prompt_mode: PromptMode | None = None
     prompt_note: str | None = None
     template_rules: tuple[str, ...] = ()
@@ -397,6 +399,8 @@ class Compactor:
             "finish_reason": record.finish_reason,
             "error": record.error,
         }
+        if record.error_kind is not None:
+            line["error_kind"] = record.error_kind
         if record.prompt_mode is not None:
             line["prompt_mode"] = record.prompt_mode
         if record.prompt_note is not None:

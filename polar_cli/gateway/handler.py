@@ -128,7 +128,7 @@ class Gateway:
             call.body = body if body is not None else _json_object(request.body)
             chat = codec.decode_request(call.body, route)
         except RequestError as exc:
-            self._record(call, "client_error", error=exc.message)
+            self._record(call, "client_error", error=exc.message, error_kind=exc.kind)
             return _error(codec, exc.status, exc.kind, exc.message)
         return await self._call_upstream(codec, call, chat, state or CallState())
 
@@ -165,7 +165,7 @@ class Gateway:
                 call.prompt_mode, call.prompt_note = "rendered", mismatch
         except UpstreamError as exc:
             log.warning("session %s call %d: %s", call.session.id, call.seq, exc.message)
-            self._record(call, "upstream_error", error=exc.message)
+            self._record(call, "upstream_error", error=exc.message, error_kind=exc.kind)
             if chat.stream and codec.encode_stream_error is not None and exc.kind in codec.stream_error_kinds:
                 frames = codec.encode_stream_error(chat, completion_id, int(call.started), exc.kind, exc.message)
                 return Reply(200, b"", "text/event-stream", stream=frames)
@@ -229,7 +229,13 @@ class Gateway:
             log.info("abort of %s failed: %s", rid, exc.message)
 
     def _record(
-        self, call: _Call, status: CaptureStatus, *, answer: UpstreamAnswer | None = None, error: str = ""
+        self,
+        call: _Call,
+        status: CaptureStatus,
+        *,
+        answer: UpstreamAnswer | None = None,
+        error: str = "",
+        error_kind: str | None = None,
     ) -> None:
         if self.capture is None:
             return
@@ -254,6 +260,7 @@ class Gateway:
             response_logprobs=tokens.response_logprobs if tokens else [],
             finish_reason=tokens.finish_reason if tokens else None,
             error=error or None,
+            error_kind=error_kind,
             prompt_mode=call.prompt_mode,
             prompt_note=call.prompt_note,
             template_rules=call.template_rules,

@@ -1,11 +1,9 @@
 """A finished session as one corpus row (docs/design.md "Corpus row"), and the verdict that decides where it goes.
 
 Accepted iff the harness ended normally, the instance is resolved (SWE-bench grading) and at least one model call is
-trainable. Everything else that ran is a reject, with the first reason that applies (a patch that changed test
-infrastructure under ``eval.tamper: reject`` is a reject of its own kind, ``tamper: <paths>``, see `swe.tamper`).
-Failures of the machinery (a container that would not start, a patch that could not be read, an evaluation that
-could not run, a session that timed out before its harness ever ran) are errors: the session is not finished and the
-next run retries it.
+trainable. Everything else that ran is a reject, and everything the machinery failed at is an error: the session is not
+finished and the next run retries it. Every row that is not accepted has a ``reason`` of the form ``code: detail``,
+the code from `REASONS` (the summary counts them by code).
 """
 
 from __future__ import annotations
@@ -28,10 +26,41 @@ from polar_cli.trajectory import Build, Trace
 from polar_cli.trajectory.stats import COUNTS
 
 Status = Literal[
-    "OK", "TIMEOUT", "HARNESS_ERROR", "INIT_ERROR", "INIT_TIMEOUT", "RUN_ERROR", "POSTRUN_ERROR", "EVAL_ERROR"
+    "OK",
+    "TIMEOUT",
+    "HARNESS_ERROR",
+    "CONTEXT_OVERFLOW",
+    "INIT_ERROR",
+    "INIT_TIMEOUT",
+    "RUN_ERROR",
+    "POSTRUN_ERROR",
+    "EVAL_ERROR",
+    "UPSTREAM_ERROR",
+    "GATEWAY_ERROR",
 ]
 # the machinery failed: not the agent's doing, so not a verdict on the session
-INFRA: frozenset[str] = frozenset({"INIT_ERROR", "INIT_TIMEOUT", "RUN_ERROR", "POSTRUN_ERROR", "EVAL_ERROR"})
+INFRA: frozenset[str] = frozenset(
+    {"INIT_ERROR", "INIT_TIMEOUT", "RUN_ERROR", "POSTRUN_ERROR", "EVAL_ERROR", "UPSTREAM_ERROR", "GATEWAY_ERROR"}
+)
+# every reason code a row can carry, and what it means (rejects first, then errors, which the next run retries)
+REASONS: dict[str, str] = {
+    "context_overflow": "the session's last model call was refused: its prompt did not fit the model's context",
+    "timeout": "the harness ran past its timeout (or the pool's backstop cut its run)",
+    "harness_error": "the harness exited non-zero",
+    "tamper": "the patch changed test infrastructure (eval.tamper: reject)",
+    "no_patch": "the harness ended normally without changing the repository",
+    "unresolved": "the patch was graded and the instance is not resolved",
+    "no_trainable_call": "resolved, but no model call has token ids to train on",
+    "init_error": "error: the container or the session could not be prepared",
+    "init_timeout": "error: the session timed out before its harness ever ran",
+    "run_error": "error: running the harness failed in the runtime (Docker)",
+    "postrun_error": "error: the patch or the harness's logs could not be read",
+    "eval_error": "error: the evaluation could not run",
+    "upstream_error": "error: the inference server failed a model call (down, timed out, overloaded, bad answer)",
+    "gateway_error": "error: the gateway refused a call of the harness (a request it cannot translate)",
+}
+# capture error kinds of a refused harness request that are the harness hanging up, not the gateway's refusal
+_NOT_REFUSALS = frozenset({None, "authentication"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +86,24 @@ class SessionFacts:
     stripped: Stripped | None = None
 
 
+def machinery_fault(records: Sequence[CaptureRecord]) -> tuple[Status, str] | None:
+    """A model call the machinery failed: the inference server's failure, or the gateway refusing the harness's
+    request. A context overflow is neither (the model's context is what it is)."""
+    for r in records:
+        if r.status == "upstream_error" and r.error_kind != "context_length":
+            return "UPSTREAM_ERROR", f"call {r.seq}: {r.error}"
+        if r.status == "client_error" and r.error_kind not in _NOT_REFUSALS:
+            return "GATEWAY_ERROR", f"call {r.seq}: {r.error}"
+    return None
+
+
+def context_overflow(records: Sequence[CaptureRecord]) -> str | None:
+    """What the server said when the session's last model call did not fit the context; None otherwise."""
+    if records and records[-1].error_kind == "context_length":
+        return f"call {records[-1].seq}: {records[-1].error}"
+    return None
+
+
 def status_of(facts: SessionFacts) -> tuple[Status, str | None]:
     """The session's status and, when it is not OK, what happened."""
     end, run = facts.end, facts.harness_run
@@ -64,6 +111,10 @@ def status_of(facts: SessionFacts) -> tuple[Status, str | None]:
         return "INIT_ERROR", end.error
     if end.reason == "run_error":
         return "RUN_ERROR", end.error
+    if (fault := machinery_fault(facts.records)) is not None and not _accepted(facts):
+        return fault
+    if (overflow := context_overflow(facts.records)) is not None:
+        return "CONTEXT_OVERFLOW", overflow
     if end.reason == "timeout" and run is None:
         # it never ran, or was cut off by the pool's backstop: nothing the agent did is known
         return ("INIT_TIMEOUT" if not facts.records else "TIMEOUT"), end.error
@@ -80,6 +131,12 @@ def status_of(facts: SessionFacts) -> tuple[Status, str | None]:
     return "OK", None
 
 
+def _accepted(facts: SessionFacts) -> bool:
+    """Resolved with a trainable call: a session whose harness got past a failed call and still made it."""
+    ok = facts.harness_run is not None and facts.harness_run.status == "ok"
+    return ok and facts.evaluation is not None and facts.evaluation.resolved and bool(facts.build.traces)
+
+
 def verdict(facts: SessionFacts) -> tuple[Literal["accepted", "rejected", "error"], Status, str | None]:
     """(where the row goes, status, reason it was not accepted)."""
     status, detail = status_of(facts)
@@ -91,11 +148,13 @@ def verdict(facts: SessionFacts) -> tuple[Literal["accepted", "rejected", "error
     if evaluation is not None and evaluation.tamper is not None and evaluation.tamper.rejected:
         # "tamper: <paths>", its own reject kind (the summary counts reasons by what precedes the first colon)
         return "rejected", status, evaluation.tamper.reason()
+    if facts.collected is not None and not facts.collected.patch.strip():
+        return "rejected", status, "no_patch: the harness ended normally without changing the repository"
     if evaluation is None or not evaluation.resolved:
         why = (evaluation.reason or evaluation.grade.reason) if evaluation is not None else "not evaluated"
         return "rejected", status, f"unresolved: {why or 'tests failed'}"
     if not facts.build.traces:
-        return "rejected", status, "no trainable model call (no call with token ids)"
+        return "rejected", status, "no_trainable_call: no model call has token ids"
     return "accepted", status, None
 
 

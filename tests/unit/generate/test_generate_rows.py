@@ -13,7 +13,7 @@ import pytest
 from polar_cli.capture import CaptureRecord
 from polar_cli.config import parse_recipe
 from polar_cli.errors import ConfigError
-from polar_cli.generate.rows import SessionFacts, build_row, verdict
+from polar_cli.generate.rows import REASONS, SessionFacts, build_row, verdict
 from polar_cli.generate.stages import GenerateStages
 from polar_cli.generate.state import STATE, state_entry
 from polar_cli.generate.summary import render_summary, summarize
@@ -49,6 +49,16 @@ def record(seq: int) -> CaptureRecord:
     )
 
 
+BAD_RUN = HarnessRun("harness_error", 1, b"", 1.0)
+
+
+def failed(seq: int, status: str, kind: str | None) -> CaptureRecord:
+    return dataclasses.replace(
+        record(seq), status=status, error="too long", error_kind=kind, response=None, prompt_ids=[], response_ids=[],
+        response_logprobs=[],
+    )  # fmt: skip
+
+
 def evaluation(outcome: str) -> Evaluation:
     resolved = grading.Grade(True, grading.ResolvedStatus.FULL, None)
     grade = resolved if outcome == "resolved" else grading.unresolved("the patch did not apply")
@@ -79,7 +89,37 @@ def facts(**kw: Any) -> SessionFacts:
     [
         ({}, ("accepted", "OK", None)),
         ({"evaluation": evaluation("unresolved")}, ("rejected", "OK", "unresolved: the patch did not apply")),
-        ({"records": []}, ("rejected", "OK", "no trainable model call (no call with token ids)")),
+        ({"records": []}, ("rejected", "OK", "no_trainable_call: no model call has token ids")),
+        (
+            {"collected": Collected(" \n", ()), "evaluation": evaluation("unresolved")},
+            ("rejected", "OK", "no_patch: the harness ended normally without changing the repository"),
+        ),
+        # the last call did not fit: whatever the harness did next (here: exit 1), the reason is the overflow
+        (
+            {"records": [record(0), failed(1, "upstream_error", "context_length")], "harness_run": BAD_RUN},
+            ("rejected", "CONTEXT_OVERFLOW", "context_overflow: call 1: too long"),
+        ),
+        # the engine failed a call: never a reject, whatever became of the session
+        (
+            {"records": [record(0), failed(1, "upstream_error", "upstream")], "harness_run": BAD_RUN},
+            ("error", "UPSTREAM_ERROR", "upstream_error: call 1: too long"),
+        ),
+        (
+            {"records": [failed(0, "upstream_error", "timeout")], "evaluation": evaluation("unresolved")},
+            ("error", "UPSTREAM_ERROR", "upstream_error: call 0: too long"),
+        ),
+        # the gateway refused the harness's request (e.g. a tool type it cannot translate)
+        (
+            {"records": [failed(0, "client_error", "invalid_request")], "harness_run": BAD_RUN},
+            ("error", "GATEWAY_ERROR", "gateway_error: call 0: too long"),
+        ),
+        # the harness hung up on a call (killed at its timeout): its own doing, not the machinery's
+        (
+            {"records": [record(0), failed(1, "client_error", None)], "harness_run": BAD_RUN},
+            ("rejected", "HARNESS_ERROR", "harness_error: the harness exited with 1"),
+        ),
+        # a transient engine failure the harness got past: the resolved session stays accepted
+        ({"records": [failed(0, "upstream_error", "overloaded"), record(1)]}, ("accepted", "OK", None)),
         (
             {"harness_run": HarnessRun("timeout", None, b"", 9.0)},
             ("rejected", "TIMEOUT", "timeout: the harness ran past its timeout"),
@@ -107,7 +147,10 @@ def facts(**kw: Any) -> SessionFacts:
     ],
 )
 def test_verdicts(changes: dict[str, Any], expected: tuple[str, str, str | None]) -> None:
-    assert verdict(facts(**changes)) == expected
+    got = verdict(facts(**changes))
+    assert got == expected
+    reason = got[2]
+    assert reason is None or reason.split(":")[0] in REASONS, f"{reason!r}: its code is not documented"
 
 
 def test_the_row_has_the_corpus_fields() -> None:
