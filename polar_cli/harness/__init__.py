@@ -3,13 +3,24 @@
 from __future__ import annotations
 
 from polar_cli.errors import ConfigError
-from polar_cli.harness import aider, claude_code, cline, codex, gemini_cli, mini_swe_agent, opencode, pi, qwen_code
+from polar_cli.harness import (
+    aider,
+    claude_code,
+    cline,
+    codex,
+    gemini_cli,
+    hermes,
+    mini_swe_agent,
+    opencode,
+    pi,
+    qwen_code,
+)
 from polar_cli.harness.base import HarnessAdapter, Launch, Wiring
 
 ADAPTERS: dict[str, HarnessAdapter] = {
     a.name: a for a in (claude_code.ADAPTER, codex.ADAPTER, qwen_code.ADAPTER, gemini_cli.ADAPTER, pi.ADAPTER)
 }
-ADAPTERS.update({a.name: a for a in (mini_swe_agent.ADAPTER, aider.ADAPTER)})
+ADAPTERS.update({a.name: a for a in (mini_swe_agent.ADAPTER, aider.ADAPTER, hermes.ADAPTER)})
 ADAPTERS.update({a.name: a for a in (opencode.ADAPTER, cline.ADAPTER)})
 # the names people type
 ALIASES = {
@@ -19,6 +30,7 @@ ALIASES = {
     "pi-coding-agent": "pi",
     "mini": "mini-swe-agent",
     "aider-chat": "aider",
+    "hermes-agent": "hermes",
     "opencode-ai": "opencode",
 }
 

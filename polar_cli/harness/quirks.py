@@ -52,3 +52,5 @@ PI: dict[ApiName, tuple[str, ...]] = {
 # opencode and Cline both stream Chat Completions through the AI SDK's openai-compatible provider
 OPENCODE = ("stream_options.include_usage: a usage chunk before [DONE] (openai_chat_encode)",)
 CLINE = OPENCODE
+# Hermes streams Chat Completions through the OpenAI SDK with stream_options.include_usage, like the two above
+HERMES = OPENCODE

@@ -2,10 +2,10 @@
 
 Gold validates instances and harness wiring without a GPU. It reads the tool definitions the harness sent (already
 normalised to OpenAI Chat by the gateway), finds the harness's shell tool (Claude Code's Bash, Codex's exec_command,
-Qwen Code's and Gemini CLI's run_shell_command, Pi's bash, or any tool whose schema takes a ``command``/``cmd``
-string), and while none of its calls has a result yet, calls it with a command that writes the patch to a file
-through a quoted heredoc and applies it in the workdir. Once a result is in the conversation it ends with a short
-final message. Through a real harness it yields an accepted trajectory for every valid instance.
+Qwen Code's and Gemini CLI's run_shell_command, Pi's bash, Hermes's terminal, or any tool whose schema takes a
+``command``/``cmd`` string), and while none of its calls has a result yet, calls it with a command that writes the
+patch to a file through a quoted heredoc and applies it in the workdir. Once a result is in the conversation it ends
+with a short final message. Through a real harness it yields an accepted trajectory for every valid instance.
 
 Noop answers every call with a final message and changes nothing: the negative control, every attempt must be
 rejected.
@@ -24,7 +24,7 @@ from typing import Any, Protocol
 from polar_cli.swe.diffs import hunks, split_patch
 
 # known shell tools first, in case a harness offers two tools that take a command
-SHELL_TOOLS = ("Bash", "bash", "exec_command", "run_shell_command", "shell", "run_commands")
+SHELL_TOOLS = ("Bash", "bash", "exec_command", "run_shell_command", "shell", "run_commands", "terminal")
 COMMAND_ARGS = ("command", "cmd", "commands")
 PATCH_FILE = "/tmp/polar-gold.patch"
 GOLD_DONE = "I applied the fix for the issue; the change is in the working tree."

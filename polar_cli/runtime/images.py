@@ -38,7 +38,18 @@ HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 # the name of the host CA bundle inside every build context
 CONTEXT_CA_NAME = "host-ca.crt"
 BUNDLE_ROOT = "/opt/polar/harness"
-HARNESSES = ("claude-code", "codex", "qwen-code", "gemini-cli", "pi", "mini-swe-agent", "aider", "opencode", "cline")
+HARNESSES = (
+    "claude-code",
+    "codex",
+    "qwen-code",
+    "gemini-cli",
+    "pi",
+    "mini-swe-agent",
+    "aider",
+    "hermes",
+    "opencode",
+    "cline",
+)
 
 
 @dataclass(frozen=True, slots=True)

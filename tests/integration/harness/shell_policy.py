@@ -2,8 +2,8 @@
 
 The policy reads the tool definitions the harness sent (already normalised to OpenAI Chat by the gateway): while no
 tool result is in the conversation it calls the harness's own shell tool (Bash, exec_command, run_shell_command,
-bash or run_commands, whichever is offered) with a given command; once a tool result is there it answers with a
-final message, or, for mini-swe-agent, which only ends on its submit command, calls that. A harness without tools
+bash, run_commands or terminal, whichever is offered) with a given command; once a tool result is there it answers
+with a final message, or, for mini-swe-agent, which only ends on its submit command, calls that. A harness without tools
 (aider) gets a reply with an edit block writing a given file instead, in the edit format its system prompt asks for.
 """
 
@@ -17,7 +17,7 @@ from tests.support.sglang_double import Reply, SGLangDouble, ToolCallReply
 
 CHAT_PATH = "/v1/chat/completions"
 # every harness's shell tool, by the name it gives it
-SHELL_TOOLS = ("Bash", "exec_command", "run_shell_command", "bash", "run_commands")
+SHELL_TOOLS = ("Bash", "exec_command", "run_shell_command", "bash", "run_commands", "terminal")
 # the argument that carries the command line, by preference (Cline's run_commands takes a list of them)
 COMMAND_ARGS = ("command", "cmd", "commands")
 FINAL_MESSAGE = "done"

@@ -50,6 +50,7 @@ def test_json_lists_every_harness_with_no_engine_when_docker_does_not_answer(
         assert row["version"] == harness_version(name) and row["bundle"] == harness_image_plan(name).tag
     assert by_name["claude-code"]["api"] == "anthropic" and by_name["codex"]["api"] == "openai-responses"
     assert by_name["gemini-cli"]["api"] == "google" and by_name["pi"]["api"] == "openai-chat"
+    assert by_name["hermes"]["api"] == "openai-chat" and by_name["hermes"]["version"] == "0.19.0"
     bare = by_name["bare"]
     assert (bare["kind"], bare["version"], bare["api"], bare["bundle"], bare["state"]) == (
         "custom",

@@ -1,4 +1,5 @@
-"""The Python harnesses' launches (mini-swe-agent, aider): litellm's OpenAI provider at the gateway, headless flags."""
+"""The Python harnesses' launches (mini-swe-agent, aider, hermes): an OpenAI Chat provider at the gateway, headless
+flags."""
 
 from __future__ import annotations
 
@@ -63,6 +64,43 @@ def test_aider() -> None:
     assert ADAPTERS["aider"].shell_tool == ""
 
 
+def test_hermes() -> None:
+    run = launch("hermes")
+    assert run.argv[0] == "/opt/polar/harness/hermes/bin/hermes"
+    assert run.argv[run.argv.index("--provider") + 1] == "custom"
+    assert run.argv[run.argv.index("--model") + 1] == "qwen3.5-122b-a10b"
+    assert "--yolo" in run.argv
+    assert run.argv[-1] == "--oneshot=--fix it"
+    # no tool that reaches the internet whatever the endpoint (text-to-speech, vision)
+    toolsets = run.argv[run.argv.index("--toolsets") + 1].split(",")
+    assert "terminal" in toolsets and "file" in toolsets
+    assert not {"tts", "vision", "web", "browser", "image_gen"} & set(toolsets)
+    # the gateway is a custom provider in config.yaml; the key is named there and sits in the environment only
+    config = json.loads(run.files["/root/.hermes/config.yaml"])
+    assert config["model"] == {
+        "provider": "custom",
+        "base_url": "http://127.0.0.1:8765/v1",
+        "api_key": "${POLAR_SESSION_KEY}",
+        "default": "qwen3.5-122b-a10b",
+        "context_length": 131072,
+    }
+    assert run.env["POLAR_SESSION_KEY"] == WIRING.session_key
+    # off the internet: no pip self-check (environment probe), no tirith download from GitHub
+    assert config["agent"]["environment_probe"] is False
+    assert config["security"]["tirith_enabled"] is False
+    assert config["memory"]["nudge_interval"] == 0 and config["skills"]["creation_nudge_interval"] == 0
+    assert run.artifacts == ("/root/.hermes/state.db", "/root/.hermes/logs")
+    assert run.droppings == ()
+    assert ADAPTERS["hermes"].shell_tool == "terminal" and ADAPTERS["hermes"].api == "openai_chat"
+
+
+def test_hermes_default_model() -> None:
+    run = launch("hermes", Wiring("http://gw:1", "k"))
+    assert run.argv[run.argv.index("--model") + 1] == "polar-model"
+    assert json.loads(run.files["/root/.hermes/config.yaml"])["model"]["default"] == "polar-model"
+
+
 def test_python_harness_aliases() -> None:
     assert get_adapter("mini").name == "mini-swe-agent"
     assert get_adapter("aider-chat").name == "aider"
+    assert get_adapter("hermes-agent").name == "hermes"

@@ -175,6 +175,26 @@ def test_a_shell_tool_that_takes_a_list_of_commands_gets_one() -> None:
     assert name == "run_commands" and args == {"commands": [apply_patch_command(PATCH_TEXT, "/testbed")]}
 
 
+def function_tool(name: str, properties: dict[str, object], required: list[str]) -> dict[str, object]:
+    parameters = {"type": "object", "properties": properties, "required": required}
+    return {"type": "function", "function": {"name": name, "parameters": parameters}}
+
+
+def test_hermes_terminal_is_its_shell_tool_among_its_other_tools() -> None:
+    """Hermes offers file, code and process tools beside `terminal`; the patch goes through `terminal` alone."""
+    tools = [
+        function_tool("execute_code", {"code": {"type": "string"}}, ["code"]),
+        function_tool("process", {"action": {"type": "string"}, "data": {"type": "string"}}, ["action"]),
+        function_tool("patch", {"mode": {"type": "string"}, "patch": {"type": "string"}}, ["mode"]),
+        function_tool("terminal", {"command": {"type": "string"}, "background": {"type": "boolean"}}, ["command"]),
+        function_tool("write_file", {"path": {"type": "string"}, "content": {"type": "string"}}, ["path", "content"]),
+    ]
+    body = {"messages": [{"role": "user", "content": "fix it"}], "tools": tools}
+    turn = GoldPolicy().next_turn(body, Task("i", PATCH_TEXT))
+    ((name, args),) = turn.tool_calls
+    assert name == "terminal" and args == {"command": apply_patch_command(PATCH_TEXT, "/testbed")}
+
+
 def apply_blocks(text: str, reply: str) -> str:
     """Aider's diff format applied the way Aider applies it: each SEARCH text replaced once by its REPLACE text."""
     for block in reply.split("<<<<<<< SEARCH\n")[1:]:

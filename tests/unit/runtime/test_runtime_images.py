@@ -36,6 +36,7 @@ PINNED = {
     "pi": "0.73.1",
     "mini-swe-agent": "2.4.6",
     "aider": "0.86.2",
+    "hermes": "0.19.0",
     "opencode": "1.18.33",
     "cline": "3.0.65",
 }
