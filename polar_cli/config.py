@@ -121,6 +121,18 @@ class EngineConfig(_Strict):
     """Seconds to wait for one upstream answer."""
     extra_body: dict[str, Any] | None = None
     """Engine fields added to every call (e.g. ``{repetition_penalty: 1.05}``)."""
+    health_interval: float = Field(default=5.0, gt=0)
+    """Seconds between two health checks of the server (``GET /health``; scripted engines are not checked)."""
+    health_failures: int = Field(default=3, ge=1)
+    """Failed checks in a row that make the server down (a launched server whose process exited: at once)."""
+    health_timeout: float = Field(default=30.0, gt=0)
+    """Seconds one health check may take (SGLang's /health runs a one-token generation through the scheduler)."""
+    restarts: int = Field(default=3, ge=0)
+    """Restarts of a launched server per run when it goes down (0: none, the run exits 1)."""
+    restart_backoff: float = Field(default=10.0, ge=0)
+    """Seconds before the first restart; doubled after each failed one (at most 300)."""
+    down_timeout: float = Field(default=900.0, gt=0)
+    """A server given by URL that goes down: seconds to wait for it to answer again before the run exits 1."""
 
     @model_validator(mode="after")
     def _kind_fields(self) -> EngineConfig:
@@ -188,6 +200,13 @@ class RuntimeConfig(_Strict):
     strip_history: bool = True
     """At INIT, leave the repository nothing from after the base commit (later commits, tags, branches, remotes,
     reflogs, stashes, unreachable objects): agents have found the gold fix with ``git log --all``."""
+    docker_wait: float = Field(default=600.0, gt=0)
+    """The Docker engine stops answering: seconds to wait for it to answer again before the run exits 1."""
+    outage_retries: int = Field(default=2, ge=0)
+    """A session an outage (engine or Docker down) cut short is run again in the same run, at most this many times;
+    what is still unfinished after that is retried by the next run."""
+    min_free_gb: float = Field(default=5.0, ge=0)
+    """Free disk the run directory must have before the run starts (0: no check)."""
 
 
 class ConcurrencyConfig(_Strict):

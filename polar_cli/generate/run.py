@@ -16,7 +16,7 @@ import logging
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,8 +30,10 @@ from polar_cli.generate.rows import SessionFacts, build_row
 from polar_cli.generate.stages import GenerateStages, SessionPlan, plan_sessions
 from polar_cli.generate.state import CORPUS, RunState, Verdict
 from polar_cli.generate.summary import summarize, write_summary
-from polar_cli.inference.engines import open_engine
+from polar_cli.generate.watches import Requeue, docker_watch, engine_watch
+from polar_cli.inference.engines import EngineHandle, open_engine
 from polar_cli.node.gateway import NodeGateway
+from polar_cli.node.health import DependencyLost, Outages, Watch
 from polar_cli.node.pools import Job, PoolLimits, StagePools, Timings
 from polar_cli.node.session_steps import SessionSteps
 from polar_cli.runtime.base import Runtime
@@ -116,11 +118,14 @@ def run_logging(out: Path, verbose: bool) -> Iterator[None]:
 
 
 class Generation:
-    """The rows side of a segment: each finished session is turned into its row and recorded (Rules 1-3)."""
+    """The rows side of a segment: each finished session is turned into its row and recorded (Rules 1-3); an error
+    an outage caused is run again (`watches.Requeue`)."""
 
     def __init__(self, state: RunState, progress: Progress) -> None:
         self.state = state
         self.progress = progress
+        self.requeue: Requeue | None = None
+        self.pools: StagePools[SessionPlan, Any, SessionFacts] | None = None
 
     def on_result(self, job: Job[SessionPlan], facts: SessionFacts, timings: Timings) -> None:
         timing = timings.to_dict()
@@ -128,6 +133,9 @@ class Generation:
         kind, row = build_row(facts, timing)
         self.state.record(Verdict(kind, row))
         self.progress.session_done(kind, row)
+        if self.requeue is not None and self.pools is not None and self.requeue.should_rerun(job.key, kind):
+            log.info("session %s: cut short by an outage (%s); it runs again", job.key, row["reason"])
+            self.pools.requeue(job)
 
 
 async def run_pools(
@@ -153,20 +161,61 @@ async def run_pools(
         await gateway.start()
         try:
             steps = SessionSteps(runtime, docker_pool)
+            outages = Outages()
+            requeue = Requeue(outages, recipe.runtime.outage_retries)
             stages = GenerateStages(recipe, runtime, steps, gateway, docker_pool, out, engine.eot_token_id)
+            stages.on_init = requeue.started_session
             c = recipe.concurrency
             node = StagePools(
                 stages,
                 PoolLimits(init=c.init, run=c.run, postrun=c.postrun, ready=c.ready),
                 generation.on_result,
                 on_change=generation.progress.update,
+                gate=outages.open,
             )
-            await node.run(Job(p.key, p, recipe.timeouts.session) for p in plans)
+            outages.on_open = node.kick
+            generation.requeue, generation.pools = requeue, node
+            engine_info["outages"] = outages.history
+            await run_watched(
+                node.run(Job(p.key, p, recipe.timeouts.session) for p in plans),
+                watches(engine, recipe, out, runtime, outages, node),
+            )
         finally:
             await gateway.stop()
     finally:
         loop.remove_signal_handler(signal.SIGTERM)
         await engine.close()
+
+
+def watches(
+    engine: EngineHandle,
+    recipe: Recipe,
+    out: Path,
+    runtime: Runtime,
+    outages: Outages,
+    node: StagePools[SessionPlan, Any, SessionFacts],
+) -> list[Watch]:
+    found = [engine_watch(engine, recipe, out, outages, node), docker_watch(runtime, recipe, outages, node)]
+    return [w for w in found if w is not None]
+
+
+async def run_watched(work: Coroutine[Any, Any, None], watching: list[Watch]) -> None:
+    """Run ``work`` while the watches run; a watch that gives up (`DependencyLost`) cancels the work and raises."""
+    main = asyncio.ensure_future(work)
+    guards = [asyncio.ensure_future(w.run()) for w in watching]
+    try:
+        while True:
+            done, _ = await asyncio.wait([main, *guards], return_when=asyncio.FIRST_COMPLETED)
+            if main in done:
+                main.result()
+                return
+            for guard in done:
+                guards.remove(guard)
+                guard.result()  # DependencyLost (a watch only returns by raising)
+    finally:
+        for task in (main, *guards):
+            task.cancel()
+        await asyncio.gather(main, *guards, return_exceptions=True)
 
 
 def generate(
@@ -180,6 +229,7 @@ def generate(
     escape before any session started."""
     state = RunState(out, recipe, fsync=recipe.output.fsync)
     interrupted = False
+    lost: DependencyLost | None = None
     engine_info: dict[str, Any] = {"kind": recipe.engine.kind, "model": previous_model(out, recipe)}
     plans: list[SessionPlan] = []
     started = time.monotonic()
@@ -221,6 +271,9 @@ def generate(
         except (KeyboardInterrupt, asyncio.CancelledError):  # Ctrl-C, or SIGTERM (which cancels the main task)
             interrupted = True
             log.warning("interrupted: containers removed, rows so far kept; run the same command to resume")
+        except DependencyLost as exc:  # the summary is still written; the command exits 1 with this one line
+            lost = exc
+            log.error("%s; rows so far kept, run the same command to resume", exc)
         finally:
             if runtime is not None:
                 runtime.close()
@@ -239,5 +292,8 @@ def generate(
             segment=state.segment,
         )
         summary["segment_seconds"] = round(time.monotonic() - started, 1)
+        summary["outages"] = engine_info.get("outages", [])
         write_summary(out, summary)
+    if lost is not None:
+        raise lost
     return Outcome(summary, interrupted)

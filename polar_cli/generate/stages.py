@@ -85,9 +85,13 @@ class GenerateStages:
         self.eot_token_id = recipe.builder.eot_token_id if recipe.builder.eot_token_id is not None else eot_token_id
         self.model = gateway.engine.model
         self.eval_logs = run_logs(run_dir, recipe.name)
+        # told each session's key as its INIT starts (`watches.Requeue` notes the outage epoch)
+        self.on_init: Callable[[str], None] | None = None
 
     async def init(self, job: Job[SessionPlan], deadline: float) -> PooledSession:
         plan = job.payload
+        if self.on_init is not None:
+            self.on_init(job.key)
         session_id = plan.new_session_id()
         task = Task(plan.instance.instance_id, plan.instance.patch, self.recipe.runtime.workdir)
         key = self.gateway.open_session(session_id, task)

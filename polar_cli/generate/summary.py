@@ -74,6 +74,7 @@ def summarize(out: Path, *, gpus: int, planned: int, engine: str, model: str, se
     wall = sum(end - start for _seg, start, end in segments(out))
     gpu_hours = wall / 3600 * gpus
     errors = list(read_jsonl(out / ERRORS)) if (out / ERRORS).exists() else []
+    done = {e["key"] for e in entries}
     stage_sums: dict[str, float] = defaultdict(float)
     for e in entries:
         for stage, seconds in (e.get("timing") or {}).items():
@@ -88,7 +89,10 @@ def summarize(out: Path, *, gpus: int, planned: int, engine: str, model: str, se
         "rejected": attempts - accepted,
         "acceptance_rate": _rate(accepted, attempts),
         "pending": max(planned - attempts, 0),
-        "errors_last_segment": sum(int(e.get("segment") or 0) == segment for e in errors),
+        # errors of this segment whose session is still unfinished (the exit code's business), and those an in-run
+        # retry finished (an outage's: `generate.watches`)
+        "errors_last_segment": sum(int(e.get("segment") or 0) == segment and e.get("key") not in done for e in errors),
+        "errors_retried": sum(int(e.get("segment") or 0) == segment and e.get("key") in done for e in errors),
         "by_harness": _groups(entries, "harness"),
         "by_repo": _groups(entries, "repo"),
         "by_status": dict(Counter(e["status"] for e in entries)),
@@ -140,6 +144,8 @@ def render_summary(summary: Mapping[str, Any]) -> Any:
         ("attempts (of planned)", f"{summary['attempts']} of {summary['planned']}"),
         ("accepted", f"{summary['accepted']} ({_pct(summary['acceptance_rate'])})"),
         ("errors, to retry", str(summary["errors_last_segment"])),
+        ("errors an outage caused, run again", str(summary.get("errors_retried", 0))),
+        ("outages (engine, Docker)", str(len(summary.get("outages") or []))),
         (
             "tokens prompt / completion / trainable",
             f"{tokens['prompt']} / {tokens['completion']} / {tokens['trainable']}",

@@ -17,6 +17,11 @@ The session timeout starts when INIT starts and covers READY and RUN. INIT past 
 or a run stage that overruns it (plus a grace: stage functions enforce the deadline themselves, the pool only backs
 them up) end the session with reason ``timeout``; POSTRUN always runs, so a partial session keeps what it made.
 Cancelling `StagePools.run` (Ctrl-C) cancels every stage task and hands initialised sessions to `Stages.discard`.
+
+An outage (`node.health`) closes the ``gate``: while it is closed no INIT starts and READY feeds no RUN slot.
+`StagePools.abort` ends the sessions in RUN (and, with ``ready``, those waiting in READY) with reason ``run_error``
+and sends them through POSTRUN, so they are rows (errors) and free their slots; `StagePools.requeue` puts a job back
+at the head of the queue, to be run again once the gate opens.
 """
 
 from __future__ import annotations
@@ -121,6 +126,9 @@ class _InFlight(Generic[T, S]):
     end: RunEnd | None = None
     timings: Timings = field(default_factory=Timings)
     mark: float = 0.0  # when the current stage began
+    # set by `StagePools.abort` before it cancels the session's RUN task: why it was cut short
+    aborted: str | None = None
+    task: asyncio.Task[None] | None = None
 
 
 class StagePools(Generic[T, S, O]):
@@ -135,6 +143,7 @@ class StagePools(Generic[T, S, O]):
         on_change: Callable[[Snapshot], None] | None = None,
         clock: Clock = time.monotonic,
         run_grace: float = 30.0,
+        gate: Callable[[], bool] | None = None,
     ) -> None:
         self.stages = stages
         self.limits = limits
@@ -142,6 +151,9 @@ class StagePools(Generic[T, S, O]):
         self.on_change = on_change
         self.clock = clock
         self.run_grace = run_grace
+        self.gate = gate or (lambda: True)
+        self._retry: deque[Job[T]] = deque()
+        self._in_run: dict[int, _InFlight[T, S]] = {}
         self._jobs: Iterator[Job[T]] = iter(())
         self._jobs_done = False
         self._init = 0
@@ -167,6 +179,10 @@ class StagePools(Generic[T, S, O]):
             self.finished, self.failed, self.run_started,
         )  # fmt: skip
 
+    def in_flight(self) -> int:
+        """Sessions between the start of INIT and the end of POSTRUN."""
+        return self._init + len(self._ready) + self._running + self._post + len(self._post_queue)
+
     def _account(self) -> None:
         now = self.clock()
         self.busy_seconds += self._running * (now - self._busy_since)
@@ -185,11 +201,47 @@ class StagePools(Generic[T, S, O]):
         finally:
             await self._cancel_all()
 
+    def kick(self) -> None:
+        """Dispatch again (the gate opened)."""
+        if self._idle is not None:
+            self._advance()
+
+    def requeue(self, job: Job[T]) -> None:
+        """Run ``job`` again, before any job not yet started (call from ``on_result`` or the event loop)."""
+        self._retry.append(job)
+        self._jobs_done = False
+        if self._idle is not None:
+            self._advance()
+
+    def abort(self, reason: str, *, ready: bool = False) -> int:
+        """End every session in RUN (and in READY, with ``ready``) as ``run_error: reason``; returns how many."""
+        n = 0
+        for s in list(self._in_run.values()):
+            if s.task is not None and s.aborted is None:
+                s.aborted = reason
+                s.task.cancel()
+                n += 1
+        while ready and self._ready:
+            s = self._ready.popleft()
+            s.end = RunEnd("run_error", error=reason)
+            self._post_queue.append(s)
+            n += 1
+        if n:
+            self._advance()
+        return n
+
+    def _next_job(self) -> Job[T] | None:
+        if self._retry:
+            return self._retry.popleft()
+        return next(self._jobs, None)
+
     def _advance(self) -> None:
         self._account()
+        gate = self.gate()
         # Rule 1: READY feeds free RUN slots before anything else happens
-        while self._ready and self._running < self.limits.run:
-            self._start(self._run(self._ready.popleft()))
+        while gate and self._ready and self._running < self.limits.run:
+            s = self._ready.popleft()
+            s.task = self._start(self._run(s))
             self._running += 1
             self.run_started += 1
         # Rule 3: POSTRUN has its own workers
@@ -198,12 +250,13 @@ class StagePools(Generic[T, S, O]):
             self._post += 1
         # Rule 2: INIT runs ahead only as far as the READY buffer allows; Rule 4: nor while POSTRUN is backed up
         while (
-            not self._jobs_done
+            gate
+            and not self._jobs_done
             and self._init < self.limits.init
             and len(self._post_queue) <= self.limits.postrun
             and self._init + len(self._ready) + self._running < self.limits.run + self.limits.ready
         ):
-            job = next(self._jobs, None)
+            job = self._next_job()
             if job is None:
                 self._jobs_done = True
                 break
@@ -215,10 +268,11 @@ class StagePools(Generic[T, S, O]):
         if self._jobs_done and idle and self._idle is not None:
             self._idle.set()
 
-    def _start(self, coro: Any) -> None:
+    def _start(self, coro: Any) -> asyncio.Task[None]:
         task: asyncio.Task[None] = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
 
     async def _init_stage(self, s: _InFlight[T, S]) -> None:
         s.started = s.mark = self.clock()
@@ -242,6 +296,7 @@ class StagePools(Generic[T, S, O]):
     async def _run(self, s: _InFlight[T, S]) -> None:
         now = self.clock()
         s.timings.ready_wait, s.mark = now - s.mark, now
+        self._in_run[id(s)] = s
         try:
             left = s.deadline - now
             if left <= 0:
@@ -255,7 +310,14 @@ class StagePools(Generic[T, S, O]):
         except Exception as exc:
             log.warning("session %s: RUN failed: %s", s.job.key, exc)
             s.end = RunEnd("run_error", error=str(exc) or type(exc).__name__)
+        except asyncio.CancelledError:
+            if s.aborted is None:
+                raise
+            # `abort`: the session ends here as an error and still goes through POSTRUN
+            asyncio.current_task().uncancel()  # type: ignore[union-attr]
+            s.end = RunEnd("run_error", error=s.aborted)
         finally:
+            self._in_run.pop(id(s), None)
             self._account()
             self._running -= 1
         now = self.clock()

@@ -320,6 +320,10 @@ class DockerRuntime:
             removed += 1
         return removed
 
+    def ping(self) -> None:
+        """Raise unless the Docker engine answers (`generate.watches`)."""
+        self.client.api.ping()
+
     def live(self) -> list[str]:
         with self._lock:
             return list(self._live)
