@@ -13,6 +13,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("run", "run"),
     ("images", "images"),
     ("harnesses", "harnesses"),
+    ("doctor", "doctor"),
     ("proxy", "proxy"),
     ("merge-traces", "merge_traces"),
 )

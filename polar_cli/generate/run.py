@@ -24,7 +24,7 @@ from typing import Any
 
 from polar_cli.config import Recipe
 from polar_cli.corpus.writer import finalize_parquet
-from polar_cli.errors import ConfigError
+from polar_cli.errors import ConfigError, PolarError
 from polar_cli.generate.progress import Progress
 from polar_cli.generate.rows import SessionFacts, build_row
 from polar_cli.generate.stages import GenerateStages, SessionPlan, plan_sessions
@@ -40,6 +40,10 @@ from polar_cli.runtime.base import Runtime
 from polar_cli.swe.manifest import Instance, load_manifest, parse_shard, select
 
 log = logging.getLogger("polar.generate")
+
+
+class PreflightFailed(PolarError):
+    """A check that must pass before a run starts failed (Docker, images, the engine URL, free disk)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +81,19 @@ def prepare_images(
     for image in sorted(set(images.values())):
         ensure_image(runtime, image)
     return bundles, images
+
+
+def check_preflight(recipe: Recipe, out: Path, instances: list[Instance], runtime: Runtime) -> None:
+    """`polar doctor`'s checks that must stop a run, before anything starts: each failing one is logged, the first
+    is the error the command exits 1 with."""
+    from polar_cli.doctor import preflight
+    from polar_cli.doctor.report import line
+
+    failing = preflight(recipe, out, instances=instances, has_image=runtime.image_exists)
+    for check in failing:
+        log.error("preflight: %s", line(check))
+    if failing:
+        raise PreflightFailed(f"{line(failing[0])} (polar doctor shows every check)")
 
 
 def previous_model(out: Path, recipe: Recipe) -> str:
@@ -250,6 +267,7 @@ def generate(
             swept = runtime.sweep()
             if swept:
                 log.info("removed %d container(s) left behind by a dead run", swept)
+            check_preflight(recipe, out, instances, runtime)
             bundles, images = prepare_images(recipe, instances, runtime)
             adapters = recipe.adapters()
             plans = plan_sessions(instances, adapters, recipe.attempts, lambda i: images[i.instance_id], bundles)
