@@ -36,6 +36,11 @@ both modes; the messages still give the reply its context.
 
 Without ``template=``, the double takes ``$POLAR_TEST_TEMPLATE`` (e.g. ``POLAR_TEST_TEMPLATE=qwen3.5 pytest ...``), so
 every tier that talks to "SGLang" runs on any template; unset or empty, ChatML ids. ``template=None`` pins ChatML.
+
+A slow server (a long generation): ``delay=2.5`` holds every chat answer until 2.5 s after its request arrived (the
+attribute can be changed while the double runs). Each connection has its own thread, so delayed calls overlap;
+``in_flight`` and ``peak_in_flight`` count the chat requests being answered at once (the load tests' proof that
+nothing upstream of the double serialised them).
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ import copy
 import json
 import os
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -138,6 +144,8 @@ class _Shared:
     requests: list[ReceivedRequest] = field(default_factory=list)
     rejections: list[Rejection] = field(default_factory=list)
     calls: int = 0
+    in_flight: int = 0
+    peak_in_flight: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -158,8 +166,11 @@ class SGLangDouble:
         chat_template_kwargs_default: dict[str, Any] | None = None,
         tool_call_parser: str | None = UNSET,
         reasoning_parser: str | None = UNSET,
+        delay: float = 0.0,
     ) -> None:
         self.default = default
+        # seconds from a chat request's arrival to its answer (a slow generation); 0: answer at once
+        self.delay = delay
         self.dialect: Dialect = dialect
         if template is FROM_ENV:
             template = os.environ.get(TEMPLATE_ENV) or None
@@ -202,6 +213,18 @@ class SGLangDouble:
     def rejections(self) -> list[Rejection]:
         with self._shared.lock:
             return list(self._shared.rejections)
+
+    @property
+    def in_flight(self) -> int:
+        """Chat requests received and not yet answered."""
+        with self._shared.lock:
+            return self._shared.in_flight
+
+    @property
+    def peak_in_flight(self) -> int:
+        """The most chat requests the double was answering at once."""
+        with self._shared.lock:
+            return self._shared.peak_in_flight
 
     def add(self, *items: ScriptItem) -> None:
         with self._shared.lock:
@@ -368,7 +391,7 @@ class SGLangDouble:
     # -- lifecycle -------------------------------------------------------------------------------
 
     def start(self) -> None:
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.daemon_threads = True
         self._server.double = self  # type: ignore[attr-defined]
         self._thread = threading.Thread(
@@ -400,19 +423,30 @@ class SGLangDouble:
             self.assert_no_rejections()
 
 
+class _Server(ThreadingHTTPServer):
+    # a real server's listen backlog (uvicorn: 2048), not socketserver's 5: hundreds of sessions connect at once
+    request_queue_size = 1024
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # the head and the body go out in two writes: with Nagle on, the body waits for the peer's delayed ACK (~40 ms a
+    # call); uvicorn sets TCP_NODELAY too
+    disable_nagle_algorithm = True
 
     def _double(self) -> SGLangDouble:
         double: SGLangDouble = self.server.double  # type: ignore[attr-defined]
         return double
 
     def _send(self, status: int, payload: bytes) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True  # the client hung up while the answer was made (a cancelled call)
 
     def do_GET(self) -> None:
         self._send(*self._double().handle_get(self.path.split("?", 1)[0]))
@@ -421,7 +455,24 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
         headers = {k.lower(): v for k, v in self.headers.items()}
-        self._send(*self._double().handle_post(self.path.split("?", 1)[0], raw, headers))
+        path = self.path.split("?", 1)[0]
+        double = self._double()
+        if path != CHAT_PATH:
+            self._send(*double.handle_post(path, raw, headers))
+            return
+        shared = double._shared
+        arrived = time.monotonic()
+        with shared.lock:
+            shared.in_flight += 1
+            shared.peak_in_flight = max(shared.peak_in_flight, shared.in_flight)
+        try:
+            answer = double.handle_post(path, raw, headers)
+            if (wait := double.delay - (time.monotonic() - arrived)) > 0:
+                time.sleep(wait)
+        finally:
+            with shared.lock:
+                shared.in_flight -= 1
+        self._send(*answer)
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # keep pytest output clean; the double records requests itself
