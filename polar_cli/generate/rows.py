@@ -28,6 +28,8 @@ from polar_cli.trajectory.stats import COUNTS
 Status = Literal[
     "OK",
     "TIMEOUT",
+    "OUTPUT_LIMIT",
+    "OOM",
     "HARNESS_ERROR",
     "CONTEXT_OVERFLOW",
     "INIT_ERROR",
@@ -46,6 +48,8 @@ INFRA: frozenset[str] = frozenset(
 REASONS: dict[str, str] = {
     "context_overflow": "the session's last model call was refused: its prompt did not fit the model's context",
     "timeout": "the harness ran past its timeout (or the pool's backstop cut its run)",
+    "output_limit": "the harness wrote more output than the session allows (1 GiB) and was killed there",
+    "oom": "the harness exited non-zero after the kernel killed a process of it at the container's memory limit",
     "harness_error": "the harness exited non-zero",
     "tamper": "the patch changed test infrastructure (eval.tamper: reject)",
     "no_patch": "the harness ended normally without changing the repository",
@@ -126,6 +130,10 @@ def status_of(facts: SessionFacts) -> tuple[Status, str | None]:
         return "RUN_ERROR", end.error or "the harness did not run"
     if run.status == "timeout":
         return "TIMEOUT", "the harness ran past its timeout"
+    if run.status == "output_limit":
+        return "OUTPUT_LIMIT", run.error or "the harness wrote more output than the session allows"
+    if run.status == "oom":
+        return "OOM", run.error or f"the harness ran out of memory and exited with {run.exit_code}"
     if run.status == "harness_error":
         return "HARNESS_ERROR", f"the harness exited with {run.exit_code}"
     return "OK", None

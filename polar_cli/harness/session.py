@@ -14,6 +14,17 @@ speak one status vocabulary, `SessionStatus`.
 
 The session's timeout starts at INIT (docs/design.md "Stage pools"). A harness that runs out of time is killed and
 still goes through POSTRUN, so the patch and the transcripts of a partial session are kept (status "timeout").
+
+How a harness misbehaves decides its status, each with its own reason (`generate.rows.REASONS`):
+    oom           it exited non-zero and the kernel's OOM killer killed a process of the container (at the
+                  container's memory limit, `SessionSpec.memory_bytes`) while it ran; a harness that survives the
+                  kill of a child and exits 0 is "ok"
+    output_limit  its stdout and stderr passed `SessionSpec.output_limit` bytes (`OUTPUT_LIMIT`, 1 GiB): it is
+                  killed there, like at a timeout, and goes through POSTRUN; the first 8 MiB are kept either way
+    background    what it left running in its process group is killed when its own process exits, so the run
+                  ends then (not at the timeout); a child in a session of its own ends with the container
+    nothing       it exited 0 without changing the repository: "ok" with an empty patch (the row's `no_patch`)
+
 Every step blocks (the runtime's calls do), so none of them may run on an event loop.
 """
 
@@ -29,13 +40,16 @@ from polar_cli.errors import RuntimeFailure
 from polar_cli.harness.base import HarnessAdapter, Launch, Wiring
 from polar_cli.harness.collect import collect_artifacts, collect_patch, prepare_base
 from polar_cli.harness.history import Stripped, strip_history
-from polar_cli.runtime.base import Container, ContainerSpec, Log, Runtime
+from polar_cli.runtime.base import Container, ContainerSpec, ExecResult, Log, Runtime
 
-# ok / harness_error / timeout: how the harness's run ended; init_error / postrun_error: a step around it failed
-SessionStatus = Literal["ok", "harness_error", "timeout", "init_error", "postrun_error"]
-RunStatus = Literal["ok", "harness_error", "timeout"]
+# ok / harness_error / timeout / oom / output_limit: how the harness's run ended; init_error / postrun_error: a step
+# around it failed
+SessionStatus = Literal["ok", "harness_error", "timeout", "oom", "output_limit", "init_error", "postrun_error"]
+RunStatus = Literal["ok", "harness_error", "timeout", "oom", "output_limit"]
 # a harness's own output kept in the outcome (the full output goes to the artifacts dir)
 OUTPUT_TAIL = 64 * 1024
+# how much output a harness may write before it is killed (a runaway loop printing forever, not a chatty agent)
+OUTPUT_LIMIT = 1024 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +70,8 @@ class SessionSpec:
     labels: Mapping[str, str] = field(default_factory=dict)
     # leave the repository nothing from after the base commit (`history.STRIP_SCRIPT`): no gold fix to find in git
     strip_history: bool = True
+    # bytes of output (stdout and stderr) past which the harness is killed; None: no limit
+    output_limit: int | None = OUTPUT_LIMIT
 
     def container_spec(self) -> ContainerSpec:
         return ContainerSpec(
@@ -67,6 +83,7 @@ class SessionSpec:
             memory_bytes=self.memory_bytes,
             labels={**self.labels, "polar.session": self.session_id, "polar.harness": self.harness.name},
             workdir=self.workdir,
+            output_limit=self.output_limit,
         )
 
 
@@ -91,6 +108,8 @@ class HarnessRun:
     # stdout and stderr interleaved, as the runtime capped them
     output: bytes
     seconds: float
+    # why it did not end "ok", in words (`run_error`); None when it did
+    error: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,8 +171,43 @@ def run(prepared: Prepared, timeout: float) -> HarnessRun:
     result = prepared.container.exec(
         launch.argv, timeout=max(timeout, 1.0), env=launch.env, workdir=launch.workdir, stdin=launch.stdin
     )
-    status: RunStatus = "timeout" if result.timed_out else ("ok" if result.exit_code == 0 else "harness_error")
-    return HarnessRun(status, result.exit_code, result.output, result.seconds)
+    status = run_status(result)
+    error = run_error(prepared.spec, status, result.exit_code)
+    return HarnessRun(status, result.exit_code, result.output, result.seconds, error)
+
+
+def run_status(result: ExecResult) -> RunStatus:
+    """How the harness's exec ended, in the order that decides: out of time, out of output, exit 0, out of memory."""
+    if result.timed_out:
+        return "timeout"
+    if result.over_limit:
+        return "output_limit"
+    if result.exit_code == 0:
+        return "ok"
+    return "oom" if result.oom_killed else "harness_error"
+
+
+def run_error(spec: SessionSpec, status: RunStatus, exit_code: int | None) -> str | None:
+    """What went wrong in a run that did not end "ok", in words."""
+    if status == "timeout":
+        return f"the harness ran past its {spec.timeout:g} s timeout"
+    if status == "output_limit":
+        return f"the harness wrote more than {_size(spec.output_limit)} of output and was killed"
+    if status == "oom":
+        limit = f" ({_size(spec.memory_bytes)})" if spec.memory_bytes else ""
+        return (
+            f"out of memory: the kernel killed a process of the harness at the container's memory limit{limit};"
+            f" the harness exited with {exit_code}"
+        )
+    if status == "harness_error":
+        return f"the harness exited with {exit_code}"
+    return None
+
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return "no limit"
+    return f"{n / (1024 * 1024 * 1024):g} GiB" if n >= 1024**3 else f"{n / (1024 * 1024):g} MiB"
 
 
 def collect(prepared: Prepared, artifacts_dir: Path | None, output: bytes | None) -> Collected:
@@ -233,11 +287,6 @@ def run_session(
             output=output,
             error=collected.error,
         )
-    error = None
-    if harness_run.status == "timeout":
-        error = f"the harness ran past its {spec.timeout:g} s timeout"
-    elif harness_run.status == "harness_error":
-        error = f"the harness exited with {harness_run.exit_code}"
     return outcome(
         harness_run.status,
         exit_code=harness_run.exit_code,
@@ -245,7 +294,7 @@ def run_session(
         base_commit=prepared.base_commit,
         output=output,
         artifacts=collected.artifacts,
-        error=error,
+        error=harness_run.error,
     )
 
 

@@ -33,15 +33,23 @@ class ContainerSpec:
     memory_bytes: int | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
     workdir: str = "/testbed"
+    # an exec whose output (stdout and stderr, kept or not) passes this many bytes is killed; None: no limit
+    output_limit: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class ExecResult:
-    exit_code: int | None  # None when killed at the timeout
+    exit_code: int | None  # None when killed at the timeout or the output limit
     output: bytes  # stdout and stderr interleaved, cut at the output cap
     timed_out: bool
     truncated: bool
     seconds: float
+    # it failed, and the kernel's OOM killer killed a process of the container (at its memory limit) while it ran
+    oom_killed: bool = False
+    # killed because its output passed the container's `ContainerSpec.output_limit`
+    over_limit: bool = False
+    # bytes of output in all, kept or not
+    output_size: int = 0
 
 
 class Container(Protocol):

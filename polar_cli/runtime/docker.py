@@ -6,8 +6,10 @@ containers whose owner process on this host is gone (a crash or SIGKILL). Bundle
 are long-lived and never swept.
 
 Exec: argv runs under `setsid` in its own process group, stdin from a file (never a terminal); output is read from
-the raw exec connection with socket timeouts against the deadline; at the deadline the group and its descendants are
-SIGKILLed from a second exec (see `execution`).
+the raw exec connection with socket timeouts against the deadline; at the deadline, or once its output passes the
+container's `ContainerSpec.output_limit`, the group and its descendants are SIGKILLed from a second exec (see
+`execution`). When argv's own process exits, the wrapper kills what is left of its group, so background children
+never hold the exec open. An exec that failed reads the wrapper's OOM-kill counts: `ExecResult.oom_killed`.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from typing import Any
 
 from polar_cli.errors import RuntimeFailure
 from polar_cli.runtime.base import MANAGED_LABEL, OWNER_LABEL, ROLE_LABEL, ContainerSpec, ExecResult, Log
-from polar_cli.runtime.execution import CappedBuffer, FrameDecoder, kill_argv, wrapped_argv
+from polar_cli.runtime.execution import STATUS_SUFFIX, CappedBuffer, FrameDecoder, kill_argv, oom_kills, wrapped_argv
 
 # How long an exec may keep streaming after its process group was killed (a stuck mount, a zombie) before we give up.
 KILL_GRACE = 5.0
@@ -78,11 +80,12 @@ def owner_alive(token: str, hostname: str | None = None) -> bool:
 class DockerContainer:
     """One running container; see `base.Container` for the contract."""
 
-    def __init__(self, runtime: DockerRuntime, container_id: str, name: str) -> None:
+    def __init__(self, runtime: DockerRuntime, container_id: str, name: str, output_limit: int | None = None) -> None:
         self.id = container_id
         self.name = name
         self._runtime = runtime
         self._api = runtime.client.api
+        self.output_limit = output_limit
 
     def exec(
         self,
@@ -113,14 +116,34 @@ class DockerContainer:
         raw = getattr(sock, "_sock", sock)
         output = CappedBuffer(output_cap)
         deadline = start + timeout
-        timed_out = not _pump(raw, output, deadline)
-        if timed_out:
+        ended = _pump(raw, output, deadline, self.output_limit)
+        if ended != "eof":
             self._kill(pidfile)
             _pump(raw, output, time.monotonic() + self._runtime.kill_grace)
         with contextlib.suppress(OSError):
             raw.close()
-        exit_code = None if timed_out else self._exit_code(exec_id)
-        return ExecResult(exit_code, output.value(), timed_out, output.truncated, time.monotonic() - start)
+        exit_code = self._exit_code(exec_id) if ended == "eof" else None
+        oom = exit_code not in (0, None) and self._oom_killed(pidfile)
+        return ExecResult(
+            exit_code,
+            output.value(),
+            ended == "deadline",
+            output.truncated,
+            time.monotonic() - start,
+            oom_killed=oom,
+            over_limit=ended == "limit",
+            output_size=output.total,
+        )
+
+    def _oom_killed(self, pidfile: str) -> bool:
+        """Whether the wrapper counted an OOM kill in the container while the failed command ran."""
+        import docker.errors
+
+        try:
+            status = self.get_file(pidfile + STATUS_SUFFIX)
+        except (FileNotFoundError, KeyError, tarfile.TarError, docker.errors.APIError, RuntimeFailure):
+            return False
+        return oom_kills(status.decode(errors="replace"))
 
     def _kill(self, pidfile: str) -> None:
         exec_id = self._api.exec_create(self.id, kill_argv(pidfile))["Id"]
@@ -168,22 +191,24 @@ class DockerContainer:
         self._runtime.remove(self.id)
 
 
-def _pump(sock: Any, output: CappedBuffer, deadline: float) -> bool:
-    """Read frames into output until EOF (True) or the deadline (False)."""
+def _pump(sock: Any, output: CappedBuffer, deadline: float, limit: int | None = None) -> str:
+    """Read frames into output until "eof", the "deadline", or more than ``limit`` bytes in all ("limit")."""
     decoder = FrameDecoder()
     while True:
+        if limit is not None and output.total > limit:
+            return "limit"
         left = deadline - time.monotonic()
         if left <= 0:
-            return False
+            return "deadline"
         sock.settimeout(min(left, 1.0))
         try:
             chunk = sock.recv(65536)
         except TimeoutError:
             continue
         except OSError:
-            return True  # the engine closed the connection: the process is gone
+            return "eof"  # the engine closed the connection: the process is gone
         if not chunk:
-            return True
+            return "eof"
         for payload in decoder.feed(chunk):
             output.add(payload)
 
@@ -235,7 +260,7 @@ class DockerRuntime:
         except docker.errors.APIError as exc:
             self.remove(container_id)
             raise RuntimeFailure(f"starting {name} from {spec.image}: {exc.explanation or exc}") from exc
-        return DockerContainer(self, container_id, name)
+        return DockerContainer(self, container_id, name, spec.output_limit)
 
     def remove(self, container_id: str) -> None:
         import docker.errors

@@ -17,7 +17,7 @@ import pytest
 from polar_cli.errors import RuntimeFailure
 from polar_cli.runtime.base import MANAGED_LABEL, OWNER_LABEL, ROLE_LABEL, ContainerSpec
 from polar_cli.runtime.docker import DockerRuntime, owner_alive, owner_token, process_start_time
-from polar_cli.runtime.execution import KILL_SCRIPT
+from polar_cli.runtime.execution import KILL_SCRIPT, WRAP_SCRIPT
 
 HOST = socket.gethostname()
 
@@ -58,6 +58,8 @@ class FakeAPI:
         self.containers_list: list[dict[str, Any]] = []
         self.created: dict[str, Any] = {}
         self.archives: list[bytes] = []
+        # what get_archive serves: path -> bytes (anything else is not there)
+        self.files: dict[str, bytes] = {}
 
     def exec_create(self, cid: str, cmd: list[str], **kw: Any) -> dict[str, str]:
         self.execs.append(cmd)
@@ -72,6 +74,16 @@ class FakeAPI:
     def put_archive(self, cid: str, path: str, data: bytes) -> bool:
         self.archives.append(data)
         return True
+
+    def get_archive(self, cid: str, path: str) -> tuple[list[bytes], dict[str, Any]]:
+        if path not in self.files:
+            raise docker.errors.NotFound(f"no such file {path}")
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            info = tarfile.TarInfo(path.rsplit("/", 1)[-1])
+            info.size = len(self.files[path])
+            tar.addfile(info, io.BytesIO(self.files[path]))
+        return [buf.getvalue()], {}
 
     def create_host_config(self, **kw: Any) -> dict[str, Any]:
         return kw
@@ -177,7 +189,8 @@ def test_exec_collects_frames_and_the_exit_code(fake: tuple[DockerRuntime, FakeA
     assert (result.exit_code, result.output, result.timed_out) == (3, b"hello world", False)
     assert sock.closed
     wrapped = api.execs[0]
-    assert wrapped[:2] == ["setsid", "-w"] and wrapped[-2:] == ["echo", "x"]
+    assert wrapped[:3] == ["/bin/sh", "-c", WRAP_SCRIPT] and wrapped[-2:] == ["echo", "x"]
+    assert not result.oom_killed and not result.over_limit and result.output_size == len(b"hello world")
     # the stdin bytes went in as a file named in the wrapper's arguments
     with tarfile.open(fileobj=io.BytesIO(api.archives[0])) as tar:
         files = {m.name: tar.extractfile(m).read() for m in tar.getmembers()}  # type: ignore[union-attr]
