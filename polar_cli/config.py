@@ -122,7 +122,8 @@ class EngineConfig(_Strict):
     extra_body: dict[str, Any] | None = None
     """Engine fields added to every call (e.g. ``{repetition_penalty: 1.05}``)."""
     health_interval: float = Field(default=5.0, gt=0)
-    """Seconds between two health checks of the server (``GET /health``; scripted engines are not checked)."""
+    """Seconds between two health checks of the server (``GET /health``; scripted engines are not checked), and of
+    the Docker engine (a ping; two failed in a row make it down)."""
     health_failures: int = Field(default=3, ge=1)
     """Failed checks in a row that make the server down (a launched server whose process exited: at once)."""
     health_timeout: float = Field(default=30.0, gt=0)
@@ -188,7 +189,10 @@ class RuntimeConfig(_Strict):
     cpus: float | None = Field(default=None, gt=0)
     """CPU limit per session container."""
     memory_mb: int | None = Field(default=None, ge=64)
-    """Memory limit per session container (MiB)."""
+    """Memory limit per session container (MiB); a harness killed at it ends with reason ``oom``."""
+    output_limit_mb: int | None = Field(default=1024, ge=1)
+    """Output a harness may write before it is killed (reason ``output_limit``; None: no limit, the first 8 MiB are
+    kept either way)."""
     workdir: str = "/testbed"
     """Where the repository is in the instance image; the harness works there."""
     gateway_host: str = "127.0.0.1"

@@ -24,13 +24,13 @@ from typing import Any
 
 from polar_cli.config import Recipe
 from polar_cli.corpus.writer import finalize_parquet
-from polar_cli.errors import ConfigError, PolarError
+from polar_cli.errors import ConfigError, DiskFull, PolarError
 from polar_cli.generate.progress import Progress
 from polar_cli.generate.rows import SessionFacts, build_row
 from polar_cli.generate.stages import GenerateStages, SessionPlan, plan_sessions
 from polar_cli.generate.state import CORPUS, RunState, Verdict
 from polar_cli.generate.summary import summarize, write_summary
-from polar_cli.generate.watches import Requeue, docker_watch, engine_watch
+from polar_cli.generate.watches import Requeue, detection_window, docker_watch, engine_watch
 from polar_cli.inference.engines import EngineHandle, open_engine
 from polar_cli.node.gateway import NodeGateway
 from polar_cli.node.health import DependencyLost, Outages, Watch
@@ -150,9 +150,13 @@ class Generation:
         kind, row = build_row(facts, timing)
         self.state.record(Verdict(kind, row))
         self.progress.session_done(kind, row)
-        if self.requeue is not None and self.pools is not None and self.requeue.should_rerun(job.key, kind):
+        if self.requeue is None or self.pools is None:
+            return
+        if self.requeue.finished(job, kind):
             log.info("session %s: cut short by an outage (%s); it runs again", job.key, row["reason"])
             self.pools.requeue(job)
+        elif kind == "error":  # an outage declared soon may explain it: look again when that could no longer be
+            asyncio.get_running_loop().call_later(self.requeue.window + 0.1, self.pools.kick)
 
 
 async def run_pools(
@@ -179,7 +183,7 @@ async def run_pools(
         try:
             steps = SessionSteps(runtime, docker_pool)
             outages = Outages()
-            requeue = Requeue(outages, recipe.runtime.outage_retries)
+            requeue = Requeue(outages, recipe.runtime.outage_retries, detection_window(recipe))
             stages = GenerateStages(recipe, runtime, steps, gateway, docker_pool, out, engine.eot_token_id)
             stages.on_init = requeue.started_session
             c = recipe.concurrency
@@ -189,14 +193,17 @@ async def run_pools(
                 generation.on_result,
                 on_change=generation.progress.update,
                 gate=outages.open,
+                hold=requeue.hold,
+                fatal=(DiskFull,),
             )
             outages.on_open = node.kick
             generation.requeue, generation.pools = requeue, node
+            requeue.rerun = node.requeue
             engine_info["outages"] = outages.history
-            await run_watched(
-                node.run(Job(p.key, p, recipe.timeouts.session) for p in plans),
-                watches(engine, recipe, out, runtime, outages, node),
-            )
+            watching = watches(engine, recipe, out, runtime, outages, node)
+            if not watching:  # nothing watched (a scripted engine, a runtime without a ping): no outage can come
+                requeue.window = 0.0
+            await run_watched(node.run(Job(p.key, p, recipe.timeouts.session) for p in plans), watching)
         finally:
             await gateway.stop()
     finally:
@@ -230,9 +237,11 @@ async def run_watched(work: Coroutine[Any, Any, None], watching: list[Watch]) ->
                 guards.remove(guard)
                 guard.result()  # DependencyLost (a watch only returns by raising)
     finally:
+        for watch in watching:
+            watch.stop()
         for task in (main, *guards):
             task.cancel()
-        await asyncio.gather(main, *guards, return_exceptions=True)
+        await asyncio.wait([main, *guards], timeout=30)
 
 
 def generate(
@@ -246,7 +255,7 @@ def generate(
     escape before any session started."""
     state = RunState(out, recipe, fsync=recipe.output.fsync)
     interrupted = False
-    lost: DependencyLost | None = None
+    lost: DependencyLost | DiskFull | None = None
     engine_info: dict[str, Any] = {"kind": recipe.engine.kind, "model": previous_model(out, recipe)}
     plans: list[SessionPlan] = []
     started = time.monotonic()
@@ -289,7 +298,7 @@ def generate(
         except (KeyboardInterrupt, asyncio.CancelledError):  # Ctrl-C, or SIGTERM (which cancels the main task)
             interrupted = True
             log.warning("interrupted: containers removed, rows so far kept; run the same command to resume")
-        except DependencyLost as exc:  # the summary is still written; the command exits 1 with this one line
+        except (DependencyLost, DiskFull) as exc:  # the summary is still written; the command exits 1 with this line
             lost = exc
             log.error("%s; rows so far kept, run the same command to resume", exc)
         finally:
@@ -299,7 +308,7 @@ def generate(
             engine_pool.shutdown(wait=True, cancel_futures=True)
             rows = state.corpus.rows
             state.close(interrupted=interrupted)
-        if "parquet" in recipe.output.formats and rows:
+        if "parquet" in recipe.output.formats and rows and not isinstance(lost, DiskFull):
             finalize_parquet(out / CORPUS, out / "corpus.parquet")
         summary = summarize(
             out,
@@ -311,7 +320,10 @@ def generate(
         )
         summary["segment_seconds"] = round(time.monotonic() - started, 1)
         summary["outages"] = engine_info.get("outages", [])
-        write_summary(out, summary)
+        try:
+            write_summary(out, summary)
+        except OSError as exc:  # a full disk: the summary is derived from state.jsonl, the next run writes it
+            log.error("writing summary.json failed: %s", exc)
     if lost is not None:
         raise lost
     return Outcome(summary, interrupted)

@@ -116,6 +116,7 @@ class GenerateStages:
             network=r.network,
             cpus=r.cpus,
             memory_bytes=r.memory_mb * 1024 * 1024 if r.memory_mb else None,
+            output_limit=r.output_limit_mb * 1024 * 1024 if r.output_limit_mb else None,
             labels={"polar.key": plan.key},
             strip_history=r.strip_history,
         )

@@ -15,6 +15,7 @@ import contextlib
 import logging
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from polar_cli.config import Recipe
 from polar_cli.inference.engines import EngineHandle
 from polar_cli.inference.liveness import EngineLiveness
 from polar_cli.node.health import Gone, Outages, Watch, restart_with_backoff
-from polar_cli.node.pools import StagePools
+from polar_cli.node.pools import Job, StagePools
 from polar_cli.runtime.base import Runtime
 
 log = logging.getLogger("polar.generate")
@@ -30,23 +31,66 @@ SETTLE_TIMEOUT = 300.0
 
 
 class Requeue:
-    """Which finished sessions to run again: errors of sessions that were in flight during an outage."""
+    """Which finished sessions to run again: errors of sessions an outage cut short. Those in flight when it was
+    declared end after it; those that failed as it began (before the watch could tell) are found when it is
+    declared, by the time they ended. Each key at most ``retries`` times per run."""
 
-    def __init__(self, outages: Outages, retries: int) -> None:
+    def __init__(
+        self, outages: Outages, retries: int, window: float = 0.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.outages = outages
         self.retries = retries
+        # how long after an error an outage may still be declared that explains it (the watches' detection time)
+        self.window = window
+        self.clock = clock
         self.started: dict[str, int] = {}
         self.tries: Counter[str] = Counter()
+        # errors not rerun (yet): (when it ended, the job)
+        self.errors: list[tuple[float, Job[Any]]] = []
+        self.rerun: Callable[[Job[Any]], None] | None = None
+        outages.on_outage = self.outage_began
 
     def started_session(self, key: str) -> None:
         self.started[key] = self.outages.epoch
 
-    def should_rerun(self, key: str, kind: str) -> bool:
-        hit = self.outages.epoch > self.started.get(key, self.outages.epoch) or not self.outages.open()
-        if kind != "error" or not hit or self.tries[key] >= self.retries:
+    def finished(self, job: Job[Any], kind: str) -> bool:
+        """A session's row was written; True when it is to run again now."""
+        if kind != "error":
+            return False
+        hit = self.outages.epoch > self.started.get(job.key, self.outages.epoch) or not self.outages.open()
+        if hit and self._take(job.key):
+            return True
+        self.errors.append((self.clock(), job))
+        return False
+
+    def hold(self) -> bool:
+        """Whether an error is recent enough that an outage may yet be declared for it (the run must not end)."""
+        now = self.clock()
+        return any(now - ended < self.window for ended, _ in self.errors)
+
+    def outage_began(self, since: float) -> None:
+        """Rerun the errors that ended since the outage's failing began."""
+        keep: list[tuple[float, Job[Any]]] = []
+        for ended, job in self.errors:
+            if ended >= since and self._take(job.key) and self.rerun is not None:
+                log.info("session %s: failed as the outage began; it runs again", job.key)
+                self.rerun(job)
+            else:
+                keep.append((ended, job))
+        self.errors = keep
+
+    def _take(self, key: str) -> bool:
+        if self.tries[key] >= self.retries:
             return False
         self.tries[key] += 1
         return True
+
+
+def detection_window(recipe: Recipe) -> float:
+    """Seconds from a dependency's death to its outage being declared, at most: a check interval, the failed checks
+    in a row a watch needs (the engine's ``health_failures``, Docker's two), the last check's timeout."""
+    e = recipe.engine
+    return e.health_interval * (max(e.health_failures, 2) + 1) + e.health_timeout
 
 
 def engine_watch(
@@ -79,9 +123,7 @@ def engine_watch(
     return watch
 
 
-def docker_watch(
-    runtime: Runtime, recipe: Recipe, outages: Outages, pools: StagePools[Any, Any, Any], interval: float = 5.0
-) -> Watch | None:
+def docker_watch(runtime: Runtime, recipe: Recipe, outages: Outages, pools: StagePools[Any, Any, Any]) -> Watch | None:
     ping = getattr(runtime, "ping", None)
     if ping is None:
         return None
@@ -89,7 +131,8 @@ def docker_watch(
     async def check() -> str | Gone | None:
         loop = asyncio.get_running_loop()
         try:
-            await asyncio.wait_for(loop.run_in_executor(None, ping), timeout=30.0)
+            async with asyncio.timeout(30.0):
+                await loop.run_in_executor(None, ping)
         except Exception as exc:
             return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         return None
@@ -116,7 +159,7 @@ def docker_watch(
         "the Docker engine",
         check,
         outages,
-        interval=interval,
+        interval=recipe.engine.health_interval,
         failures=2,
         give_up_after=recipe.runtime.docker_wait,
         on_down=on_down,

@@ -30,6 +30,7 @@ Every step blocks (the runtime's calls do), so none of them may run on an event 
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -41,6 +42,8 @@ from polar_cli.harness.base import HarnessAdapter, Launch, Wiring
 from polar_cli.harness.collect import collect_artifacts, collect_patch, prepare_base
 from polar_cli.harness.history import Stripped, strip_history
 from polar_cli.runtime.base import Container, ContainerSpec, ExecResult, Log, Runtime
+
+log = logging.getLogger("polar.harness")
 
 # ok / harness_error / timeout / oom / output_limit: how the harness's run ended; init_error / postrun_error: a step
 # around it failed
@@ -228,11 +231,17 @@ def collect(prepared: Prepared, artifacts_dir: Path | None, output: bytes | None
 
 
 def finish(prepared: Prepared, artifacts_dir: Path | None, output: bytes | None) -> Collected:
-    """`collect`, and the container removed whatever happens."""
+    """`collect`, and the container removed whatever happens. A runtime that cannot be reached (Docker down) makes
+    it a collection error, never an exception; a container it could not remove stays the runtime's to remove."""
     try:
         return collect(prepared, artifacts_dir, output)
+    except Exception as exc:
+        return Collected("", (), f"collecting the session failed: {exc or type(exc).__name__}")
     finally:
-        prepared.container.remove()
+        try:
+            prepared.container.remove()
+        except Exception as exc:
+            log.warning("session %s: removing its container failed: %s", prepared.spec.session_id, exc)
 
 
 def discard(prepared: Prepared) -> None:

@@ -48,14 +48,19 @@ class Outages:
     history: list[dict[str, object]] = field(default_factory=list)
     # called whenever the gate opens, so the pools dispatch again
     on_open: Callable[[], None] | None = None
+    # called when an outage is declared, with the monotonic time its failing began (a check interval before the
+    # first failed check): sessions that failed since then failed because of it
+    on_outage: Callable[[float], None] | None = None
 
     def open(self) -> bool:
         return not self.down
 
-    def went_down(self, name: str, reason: str) -> None:
+    def went_down(self, name: str, reason: str, since: float | None = None) -> None:
         self.down.add(name)
         self.epoch += 1
         self.history.append({"dependency": name, "reason": reason, "down_at": time.time(), "up_at": None})
+        if self.on_outage is not None:
+            self.on_outage(time.monotonic() if since is None else since)
 
     def came_back(self, name: str, how: str) -> None:
         self.down.discard(name)
@@ -83,23 +88,32 @@ class Watch:
     on_down: Callable[[str], Awaitable[None]] | None = None
     on_up: Callable[[], Awaitable[None]] | None = None
     clock: Callable[[], float] = time.monotonic
+    stopped: bool = False
+
+    def stop(self) -> None:
+        """End `run` at its next step (cancelling alone is not enough: a cancellation that lands as an executor
+        call finishes can be lost in ``asyncio.wait_for`` before Python 3.12)."""
+        self.stopped = True
 
     async def run(self) -> None:
-        """Watch until cancelled; raises `DependencyLost` when the dependency does not come back."""
+        """Watch until stopped or cancelled; raises `DependencyLost` when the dependency does not come back."""
         failed = 0
-        while True:
+        since = self.clock()
+        while not self.stopped:
             await asyncio.sleep(self.interval)
             answer = await self._check()
             if answer is None:
                 failed = 0
                 continue
             failed += 1
+            if failed == 1:
+                since = self.clock() - self.interval
             gone = isinstance(answer, Gone)
             reason = answer.reason if isinstance(answer, Gone) else answer
             if not gone and failed < self.failures:
                 log.info("%s check failed (%d/%d): %s", self.name, failed, self.failures, reason)
                 continue
-            await self._outage(reason)
+            await self._outage(reason, since)
             failed = 0
 
     async def _check(self) -> str | Gone | None:
@@ -108,11 +122,11 @@ class Watch:
         except Exception as exc:  # a check that breaks is a failed check, not a crash of the run
             return f"{type(exc).__name__}: {exc}"
 
-    async def _outage(self, reason: str) -> None:
+    async def _outage(self, reason: str, since: float) -> None:
         log.warning(
             "%s is down (%s): no new session starts; sessions in flight end as errors to retry", self.name, reason
         )
-        self.outages.went_down(self.name, reason)
+        self.outages.went_down(self.name, reason, since)
         if self.on_down is not None:
             await self.on_down(reason)
         how = await self._recover(reason)
@@ -125,7 +139,7 @@ class Watch:
         if self.recover is not None:
             return await self.recover()
         start = self.clock()
-        while self.clock() - start < self.give_up_after:
+        while self.clock() - start < self.give_up_after and not self.stopped:
             await asyncio.sleep(self.interval)
             if await self._check() is None:
                 return f"answering again after {self.clock() - start:.0f} s"

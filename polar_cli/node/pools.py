@@ -18,7 +18,8 @@ or a run stage that overruns it (plus a grace: stage functions enforce the deadl
 them up) end the session with reason ``timeout``; POSTRUN always runs, so a partial session keeps what it made.
 Cancelling `StagePools.run` (Ctrl-C) cancels every stage task and hands initialised sessions to `Stages.discard`.
 
-An outage (`node.health`) closes the ``gate``: while it is closed no INIT starts and READY feeds no RUN slot.
+An outage (`node.health`) closes the ``gate``, and ``hold`` keeps the run from ending while errors just written
+may yet turn out to be an outage's: while it is closed no INIT starts and READY feeds no RUN slot.
 `StagePools.abort` ends the sessions in RUN (and, with ``ready``, those waiting in READY) with reason ``run_error``
 and sends them through POSTRUN, so they are rows (errors) and free their slots; `StagePools.requeue` puts a job back
 at the head of the queue, to be run again once the gate opens.
@@ -144,6 +145,8 @@ class StagePools(Generic[T, S, O]):
         clock: Clock = time.monotonic,
         run_grace: float = 30.0,
         gate: Callable[[], bool] | None = None,
+        hold: Callable[[], bool] | None = None,
+        fatal: tuple[type[BaseException], ...] = (),
     ) -> None:
         self.stages = stages
         self.limits = limits
@@ -152,6 +155,11 @@ class StagePools(Generic[T, S, O]):
         self.clock = clock
         self.run_grace = run_grace
         self.gate = gate or (lambda: True)
+        # while True, the run does not end even with nothing left to do (errors that an outage may yet explain)
+        self.hold = hold or (lambda: False)
+        # exceptions of POSTRUN (or of ``on_result``) that stop the whole run (a full disk): `run` raises the first
+        self.fatal = fatal
+        self._fatal: BaseException | None = None
         self._retry: deque[Job[T]] = deque()
         self._in_run: dict[int, _InFlight[T, S]] = {}
         self._jobs: Iterator[Job[T]] = iter(())
@@ -200,6 +208,8 @@ class StagePools(Generic[T, S, O]):
             await self._idle.wait()
         finally:
             await self._cancel_all()
+        if self._fatal is not None:
+            raise self._fatal
 
     def kick(self) -> None:
         """Dispatch again (the gate opened)."""
@@ -265,7 +275,7 @@ class StagePools(Generic[T, S, O]):
         if self.on_change is not None:
             self.on_change(self.snapshot())
         idle = not (self._init or self._ready or self._running or self._post or self._post_queue)
-        if self._jobs_done and idle and self._idle is not None:
+        if self._jobs_done and idle and self._idle is not None and not self.hold():
             self._idle.set()
 
     def _start(self, coro: Any) -> asyncio.Task[None]:
@@ -334,10 +344,16 @@ class StagePools(Generic[T, S, O]):
             s.timings.postrun = self.clock() - s.mark
             self.finished += 1
             self.on_result(s.job, result, s.timings)
-        except Exception:
+        except Exception as exc:
             self._held.pop(id(s), None)
             self.failed += 1
-            log.exception("session %s: POSTRUN failed", s.job.key)
+            if isinstance(exc, self.fatal):
+                log.error("session %s: POSTRUN failed, the run stops: %s", s.job.key, exc)
+                if self._fatal is None and self._idle is not None:
+                    self._fatal = exc
+                    self._idle.set()
+            else:
+                log.exception("session %s: POSTRUN failed", s.job.key)
         finally:
             self._post -= 1
         self._advance()

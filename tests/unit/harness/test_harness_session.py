@@ -141,3 +141,25 @@ def test_a_failing_config_write_is_an_init_error_and_removes_the_container() -> 
     outcome = run_session(runtime, spec(), WIRING)
     assert outcome.status == "init_error" and outcome.error == "disk full"
     assert runtime.started[0].removed == 1 and runtime.started[0].scripts == ["polar-base", "polar-strip"]
+
+
+def test_an_unreachable_runtime_in_postrun_is_a_collection_error_not_an_exception(tmp_path: Path) -> None:
+    """Docker down in POSTRUN: the Docker SDK raises its own connection errors (not RuntimeFailure), and the removal
+    fails too; the session still gets its verdict (a postrun error, so a row to retry), and nothing is raised."""
+    from polar_cli.harness import session
+
+    runtime = runtime_for(ExecResult(0, b"", False, False, 1.0))
+    prepared = session.prepare(runtime, spec(), WIRING)
+    container = runtime.started[0]
+
+    def unreachable(*_: object, **__: object) -> ExecResult:
+        raise ConnectionError("('Connection aborted.', FileNotFoundError(2, 'No such file or directory'))")
+
+    def cannot_remove() -> None:
+        raise ConnectionError("Connection aborted.")
+
+    container.exec = unreachable  # type: ignore[method-assign]
+    container.remove = cannot_remove  # type: ignore[method-assign]
+    collected = session.finish(prepared, tmp_path / "artifacts", b"output")
+    assert collected.patch == "" and collected.error is not None
+    assert collected.error.startswith("collecting the session failed: ('Connection aborted.'")

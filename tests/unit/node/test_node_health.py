@@ -175,16 +175,50 @@ def test_the_gate_stops_dispatch_abort_ends_runs_as_errors_and_requeued_jobs_go_
 def test_requeue_reruns_only_errors_of_sessions_an_outage_hit_and_only_so_often() -> None:
     outages = Outages()
     requeue = Requeue(outages, retries=2)
+    job = Job("before", 0, 60.0)
     requeue.started_session("before")
-    requeue.started_session("calm")
-    assert not requeue.should_rerun("calm", "error"), "an error with no outage is the next run's to retry"
     outages.went_down("engine", "refused")
-    assert requeue.should_rerun("before", "error")
-    assert not requeue.should_rerun("before", "rejected"), "a verdict is never rerun"
+    assert requeue.finished(job, "error")
+    assert not requeue.finished(job, "rejected"), "a verdict is never rerun"
     outages.came_back("engine", "restarted")
     requeue.started_session("before")
     outages.went_down("engine", "refused")
-    assert requeue.should_rerun("before", "error")
+    assert requeue.finished(job, "error")
     requeue.started_session("before")
     outages.went_down("engine", "refused")
-    assert not requeue.should_rerun("before", "error"), "outage_retries bounds it"
+    assert not requeue.finished(job, "error"), "outage_retries bounds it"
+
+
+def test_errors_just_before_an_outage_is_declared_run_again_and_older_ones_do_not() -> None:
+    """Docker's death fails the sessions in flight at once; the watch declares the outage a check or two later."""
+    now = [100.0]
+    outages = Outages()
+    requeue = Requeue(outages, retries=1, clock=lambda: now[0])
+    rerun: list[str] = []
+    requeue.rerun = lambda job: rerun.append(job.key)
+    for key in ("old", "cut"):
+        requeue.started_session(key)
+    assert not requeue.finished(Job("old", 0, 60.0), "error"), "no outage yet: the next run's to retry"
+    now[0] = 110.0
+    assert not requeue.finished(Job("cut", 1, 60.0), "error")
+    # the failing began at 109 (a check interval before the first failed check); declared at 111
+    now[0] = 111.0
+    outages.went_down("the Docker engine", "refused", since=109.0)
+    assert rerun == ["cut"]
+    outages.went_down("the Docker engine", "refused", since=100.0)
+    assert rerun == ["cut", "old"], "a later outage whose failing began earlier covers it"
+
+
+def test_stop_ends_a_watch_even_when_its_cancellation_is_lost() -> None:
+    """Before Python 3.12, ``asyncio.wait_for`` can swallow a cancellation that lands as its inner call finishes;
+    `run_watched` therefore stops its watches as well as cancelling them."""
+
+    async def scenario() -> None:
+        outages = Outages()
+        watch = Watch("engine", scripted_check([]), outages, interval=0.001)
+        task = asyncio.create_task(watch.run())
+        await asyncio.sleep(0.01)
+        watch.stop()
+        await asyncio.wait_for(task, 1)
+
+    asyncio.run(scenario())
