@@ -10,6 +10,7 @@
     │   ├── TokenCaptureError       the answer carries no token ids: the call fails, nothing is recorded silently
     │   └── UpstreamProtocolError   the server's bytes break HTTP/1.1: 502
     ├── RuntimeFailure              the container engine is missing, refused an operation, or cannot build an image
+    ├── DiskFull                    a write of the run found no space (ENOSPC, EDQUOT): the run stops, nothing torn
     ├── CaptureReadError            a capture file cannot be read back: corrupt, or of an unknown format
     └── TraceError                  a trace would break its invariants: a builder bug or corrupt capture data
 
@@ -109,6 +110,20 @@ class UpstreamProtocolError(UpstreamError):
 
 class RuntimeFailure(PolarError):
     """The container engine is missing, refused an operation, or an image cannot be built."""
+
+
+class DiskFull(PolarError):
+    """A write of the run directory or the capture found no space left: what was being written was cut back off, so
+    no file holds half a line; the run stops, and the same command resumes once there is space."""
+
+    def __init__(self, path: object, exc: OSError) -> None:
+        super().__init__(f"disk full: writing {path} failed ({exc.strerror or exc}); free space and run again")
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    import errno
+
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
 class CaptureReadError(PolarError):

@@ -18,7 +18,8 @@ from typing import Any
 import orjson
 
 from polar_cli.capture.record import CaptureRecord, Compactor, Expander
-from polar_cli.errors import CaptureReadError
+from polar_cli.errors import CaptureReadError, DiskFull
+from polar_cli.fileio import append_whole
 
 _SAFE_ID = re.compile(r"[^A-Za-z0-9_.-]")
 _STOP = object()
@@ -73,6 +74,11 @@ class CaptureWriter:
         done = threading.Event()
         self._queue.put(done)
         done.wait()
+        self._raise()
+
+    def _raise(self) -> None:
+        if isinstance(self._error, DiskFull):
+            raise self._error
         if self._error is not None:
             raise RuntimeError("capture writer failed") from self._error
 
@@ -82,8 +88,7 @@ class CaptureWriter:
         self._closed = True
         self._queue.put(_STOP)
         self._thread.join()
-        if self._error is not None:
-            raise RuntimeError("capture writer failed") from self._error
+        self._raise()
 
     def _run(self) -> None:
         while True:
@@ -113,12 +118,11 @@ class CaptureWriter:
             try:
                 fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
                 try:
-                    data = memoryview(b"".join(chunk))
-                    while data:
-                        data = data[os.write(fd, data) :]
+                    # whole lines or nothing: a write the disk refuses part-way is cut back off
+                    append_whole(fd, b"".join(chunk), path)
                 finally:
                     os.close(fd)
-            except OSError as exc:  # keep writing the other sessions; the error surfaces on flush/close
+            except (OSError, DiskFull) as exc:  # keep writing the other sessions; the error surfaces on flush/close
                 self._error = exc
 
 

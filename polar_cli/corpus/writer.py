@@ -28,6 +28,8 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from polar_cli.fileio import append_whole
+
 SUFFIXES = (".jsonl", ".parquet")
 # rows per Parquet batch are bounded by their JSON size, so memory stays flat however long the rows are
 BATCH_BYTES = 32 * 1024 * 1024
@@ -47,13 +49,11 @@ class JsonlAppender:
         self._fd: int | None = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
     def append(self, row: Mapping[str, Any]) -> None:
+        """One whole line, or nothing: a write that fails part-way (no space) is cut back off before it raises
+        (`errors.DiskFull` when the disk is full)."""
         if self._fd is None:
             raise ValueError(f"{self.path}: appender is closed")
-        line = orjson.dumps(row) + b"\n"
-        view = memoryview(line)
-        while view:
-            written = os.write(self._fd, view)
-            view = view[written:]
+        append_whole(self._fd, orjson.dumps(row) + b"\n", self.path)
         if self.fsync:
             os.fsync(self._fd)
         self.rows += 1

@@ -36,7 +36,7 @@ import orjson
 
 from polar_cli.config import Recipe, recipe_yaml
 from polar_cli.corpus.writer import JsonlAppender, read_jsonl
-from polar_cli.errors import ConfigError
+from polar_cli.errors import ConfigError, DiskFull
 
 STATE = "state.jsonl"
 CORPUS = "corpus.jsonl"
@@ -209,11 +209,15 @@ class RunState:
         self.finished[entry["key"]] = entry
 
     def close(self, *, interrupted: bool = False) -> None:
-        self.state.append(
-            {"type": "segment_end", "segment": self.segment, "t": time.time(), "interrupted": interrupted}
-        )
-        for appender in (self.state, self.corpus, self.rejects, self.errors):
-            appender.close()
+        try:
+            self.state.append(
+                {"type": "segment_end", "segment": self.segment, "t": time.time(), "interrupted": interrupted}
+            )
+        except DiskFull:  # the segment then ends at its last session (`segments`); nothing is torn
+            pass
+        finally:
+            for appender in (self.state, self.corpus, self.rejects, self.errors):
+                appender.close()
 
 
 def segments(out: Path) -> Iterator[tuple[int, float, float]]:

@@ -127,6 +127,16 @@ def assert_no_container_of(pid: int) -> None:
     assert not [c for c in owned if f":{pid}:" in (c.get("Labels") or {}).get(OWNER_LABEL, "")]
 
 
+def kill_containers_of(pid: int) -> int:
+    """What a daemon restart does to a run's containers: they stop (they stay, until someone removes them)."""
+    client = connect()
+    owned = client.api.containers(filters={"label": f"{MANAGED_LABEL}=1"})
+    mine = [c for c in owned if f":{pid}:" in (c.get("Labels") or {}).get(OWNER_LABEL, "")]
+    for c in mine:
+        client.api.kill(c["Id"])
+    return len(mine)
+
+
 def test_a_launched_server_that_dies_is_restarted_and_the_run_goes_on(tmp_path: Path) -> None:
     pid_file = tmp_path / "server.pid"
     engine = {"kind": "sglang", "sglang": {"model_path": "polar-gold", "launcher": server_argv(pid_file)}}
@@ -198,3 +208,107 @@ def test_a_server_that_never_comes_back_ends_the_run_with_one_line_and_the_rerun
     assert (out / "corpus.jsonl").read_bytes().startswith(before), "a row written before the outage changed"
     assert summary["accepted"] == INSTANCES and summary["pending"] == 0
     assert_nothing_lost_nothing_rejected(out)
+
+
+def test_docker_dying_mid_run_ends_sessions_as_errors_and_the_run_goes_on_when_it_is_back(tmp_path: Path) -> None:
+    """The Docker engine, seen through `tests.support.docker_proxy`, goes away for ~10 s while sessions run (and the
+    run's containers are killed, as a daemon restart would): the run waits, removes what the outage left, runs the
+    cut sessions again and finishes every key."""
+    from tests.support.docker_proxy import DockerProxy
+
+    recipe = write_recipe(tmp_path, {"kind": "gold"})
+    out = tmp_path / "run"
+    with DockerProxy(tmp_path / "docker.sock") as proxy:
+        argv = [
+            sys.executable,
+            "-m",
+            "polar_cli",
+            "generate",
+            str(recipe),
+            "--out",
+            str(out),
+            "--no-progress",
+            "--json",
+        ]
+        env = {**os.environ, "DOCKER_HOST": proxy.url}
+        proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        wait_for_calls(proc, out)
+        proxy.down()
+        killed = kill_containers_of(proc.pid)
+        time.sleep(10)
+        proxy.up()
+        code, summary, stderr = finish(proc)
+    assert code == 0, stderr[-5000:]
+    assert killed >= 1, "no container of the run was running when Docker went down"
+    docker_outages = [o for o in summary["outages"] if o["dependency"] == "the Docker engine"]
+    assert len(docker_outages) == 1 and str(docker_outages[0]["recovered_by"]).startswith("answering again")
+    assert summary["accepted"] == INSTANCES and summary["pending"] == 0
+    corpus, rejects = lines(out / "corpus.jsonl"), lines(out / "rejects.jsonl")
+    assert rejects == [], [r["reason"] for r in rejects]
+    keys = [r["key"] for r in corpus]
+    assert len(keys) == len(set(keys)) == INSTANCES
+    for error in lines(out / "errors.jsonl"):
+        assert error["reason"].split(":")[0] in ("init_error", "run_error", "postrun_error", "eval_error"), error
+    assert_no_container_of(proc.pid)
+
+
+def every_jsonl_line_is_whole(out: Path) -> int:
+    """Every line of every JSONL file of the run (rows, state, capture) parses and ends with a newline."""
+    n = 0
+    for path in [*out.glob("*.jsonl"), *(out / "capture").glob("*.jsonl")]:
+        data = path.read_bytes()
+        assert not data or data.endswith(b"\n"), f"{path.name} ends in a torn line"
+        for line in data.splitlines():
+            json.loads(line)
+            n += 1
+    return n
+
+
+def fill(directory: Path) -> Path:
+    """Write a ballast file until the filesystem has no space left."""
+    ballast = directory / "ballast"
+    with ballast.open("wb") as fh:
+        chunk = b"\0" * (1 << 20)
+        try:
+            while True:
+                fh.write(chunk)
+                fh.flush()
+        except OSError:
+            pass
+    return ballast
+
+
+def test_a_full_disk_stops_the_run_cleanly_and_the_run_resumes_once_there_is_space(tmp_path: Path) -> None:
+    """The run directory on a small tmpfs (as root, which CI is): filled while sessions run, the run stops with
+    exit 1 and one `disk full` line, no file holds a torn line, and once space is back the same command finishes."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=96m", "tmpfs", str(disk)], capture_output=True)
+    assert mounted.returncode == 0, f"this test mounts a tmpfs and needs root: {mounted.stderr.decode()}"
+    try:
+        recipe, out = write_recipe(tmp_path, {"kind": "gold"}), disk / "run"
+        proc = start_generate(recipe, out)
+        deadline = time.monotonic() + TIMEOUT
+        while not lines(out / "corpus.jsonl"):
+            assert proc.poll() is None, proc.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, "no row appeared"
+            time.sleep(0.05)
+        ballast = fill(disk)
+        code, _summary, stderr = finish(proc)
+        assert code == 1, stderr[-5000:]
+        errors = [line for line in stderr.splitlines() if line.startswith("error:")]
+        assert len(errors) == 1 and errors[0].startswith("error: disk full: writing "), stderr[-3000:]
+        kept = (out / "corpus.jsonl").read_bytes()
+        assert every_jsonl_line_is_whole(out) >= 1
+        assert lines(out / "rejects.jsonl") == []
+        assert_no_container_of(proc.pid)
+
+        ballast.unlink()
+        code, summary, stderr = finish(start_generate(recipe, out))
+        assert code == 0, stderr[-5000:]
+        assert (out / "corpus.jsonl").read_bytes().startswith(kept), "a row written before the disk filled changed"
+        keys = [r["key"] for r in lines(out / "corpus.jsonl")]
+        assert len(keys) == len(set(keys)) == INSTANCES and summary["accepted"] == INSTANCES
+        every_jsonl_line_is_whole(out)
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)

@@ -299,3 +299,35 @@ def test_a_corrupt_session_file_is_a_capture_read_error_naming_the_file(tmp_path
     path.write_bytes(line)
     with pytest.raises(CaptureReadError, match=r"s\.jsonl: unreadable capture file"):
         read_session(path)
+
+
+def test_a_full_disk_leaves_no_torn_capture_line_and_flush_says_disk_full(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+    import os
+
+    from polar_cli.errors import DiskFull
+
+    writer = CaptureWriter(tmp_path)
+    first, second = _growing_session(2)
+    writer.write(first)
+    writer.flush()
+    path = session_file(tmp_path, "s1")
+    before = path.read_bytes()
+    real = os.write
+
+    def half_then_enospc(fd: int, data: bytes | memoryview) -> int:
+        if len(data) > 1:
+            real(fd, bytes(data[: len(data) // 2]))
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "write", half_then_enospc)
+    writer.write(second)
+    with pytest.raises(DiskFull, match="disk full"):
+        writer.flush()
+    monkeypatch.undo()
+    assert path.read_bytes() == before, "the refused write was not cut back off"
+    assert [r.seq for r in read_session(path)] == [0]
+    with pytest.raises(DiskFull):
+        writer.close()
