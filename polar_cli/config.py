@@ -184,8 +184,12 @@ class EngineConfig(_Strict):
 
 
 class RuntimeConfig(_Strict):
-    network: str = "host"
-    """Docker network of the session containers; with ``host`` they reach the gateway on 127.0.0.1."""
+    network: str = Field(default="gateway-only", min_length=1)
+    """Network of the session containers: ``gateway-only`` (Docker's ``none``: the container reaches the gateway, over
+    a Unix socket and an in-container relay, and nothing else: no internet, no host port, no inference server, no
+    Docker socket; needs a local Docker engine), ``host`` (they reach the gateway on 127.0.0.1, and everything the
+    host reaches), ``bridge``, or any Docker network name (then set ``gateway_url`` to an address the containers
+    reach; ``gateway_url`` is unused with ``gateway-only``)."""
     cpus: float | None = Field(default=None, gt=0)
     """CPU limit per session container."""
     memory_mb: int | None = Field(default=None, ge=64)

@@ -9,6 +9,9 @@ Timers, all per connection:
 - ``idle_timeout``: a kept-alive connection with no request in progress is closed after this long.
 - ``request_timeout``: once the first byte of a request arrived, the whole request must arrive within this long
   (slow-loris clients get a 408 and the connection closes).
+`GatewayServer.start_unix` adds a Unix socket listener serving the same way (gateway-only sandboxes reach it through
+the relay, `runtime.base.GATEWAY_ONLY`).
+
 A peer that breaks HTTP gets a 4xx in the API shape its path suggests, then the connection closes. A crash inside the
 handler is a 500 in that shape, the connection closes, and the server keeps serving others.
 """
@@ -18,7 +21,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import orjson
 
@@ -201,27 +206,44 @@ class GatewayProtocol(asyncio.Protocol):
 
 
 class GatewayServer:
-    """The listening socket and its connections."""
+    """The listening sockets (TCP, and a Unix socket for gateway-only sandboxes) and their connections."""
 
     def __init__(self, gateway: Gateway, limits: ServerLimits = ServerLimits()) -> None:
         self.gateway = gateway
         self.limits = limits
         self._server: asyncio.Server | None = None
+        self._unix: asyncio.Server | None = None
+        self._unix_path: Path | None = None
         self._connections: set[GatewayProtocol] = set()
+
+    def _protocol(self) -> GatewayProtocol:
+        return GatewayProtocol(self.gateway, self.limits, self._connections)
 
     async def start(self, host: str, port: int) -> tuple[str, int]:
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            lambda: GatewayProtocol(self.gateway, self.limits, self._connections), host, port, backlog=1024
-        )
+        self._server = await loop.create_server(self._protocol, host, port, backlog=1024)
         sockname = self._server.sockets[0].getsockname()
         return str(sockname[0]), int(sockname[1])
 
+    async def start_unix(self, path: Path) -> None:
+        """Also listen on a Unix socket at ``path`` (replacing a stale one), connectable by any local user: the
+        sandboxes that reach it run as whatever user their image has, and its directory is what guards it."""
+        loop = asyncio.get_running_loop()
+        path.unlink(missing_ok=True)
+        self._unix = await loop.create_unix_server(self._protocol, str(path), backlog=1024)
+        self._unix_path = path
+        os.chmod(path, 0o666)
+
     async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
+        servers = [s for s in (self._server, self._unix) if s is not None]
+        for server in servers:
+            server.close()
+        if servers:
             for conn in list(self._connections):
                 conn._close()
+        for server in servers:
             with contextlib.suppress(Exception):
-                await self._server.wait_closed()
+                await server.wait_closed()
+        if self._unix_path is not None:
+            self._unix_path.unlink(missing_ok=True)
         await self.gateway.close()

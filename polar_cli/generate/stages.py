@@ -1,14 +1,16 @@
 """`polar generate`'s stage functions for the node's pools: a harness session in Docker, graded, made into a row.
 
 INIT opens the session at the gateway (its key is the harness's API key; a scripted engine learns the instance it
-answers for) and prepares the container. RUN runs the harness. POSTRUN takes the patch and the harness's logs,
-removes the container, closes the session, reads its capture records back, builds its trajectories, grades the
-patch in a fresh container and writes the evaluation's whole logs into the run directory (`session_logs`). The row
-itself is written by the caller (`run.Generation`), once the timings are final.
+answers for) and prepares the container (``runtime.network: gateway-only``: the first INIT also opens the gateway's
+Unix socket and finds the relay, `SessionSpec.gateway_only`). RUN runs the harness. POSTRUN takes the patch and the
+harness's logs, removes the container, closes the session, reads its capture records back, builds its trajectories,
+grades the patch in a fresh container and writes the evaluation's whole logs into the run directory
+(`session_logs`). The row itself is written by the caller (`run.Generation`), once the timings are final.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import secrets
 import time
@@ -28,7 +30,7 @@ from polar_cli.inference.gold import Task
 from polar_cli.node.gateway import NodeGateway
 from polar_cli.node.pools import Job, RunEnd, Timings
 from polar_cli.node.session_steps import SessionSteps, in_thread
-from polar_cli.runtime.base import Runtime
+from polar_cli.runtime.base import GATEWAY_ONLY, Runtime
 from polar_cli.swe.evaluate import EvalJob, EvalOptions, Evaluation, run_job
 from polar_cli.swe.manifest import Instance
 from polar_cli.trajectory import Build, per_request, prefix_merging
@@ -87,6 +89,9 @@ class GenerateStages:
         self.eval_logs = run_logs(run_dir, recipe.name)
         # told each session's key as its INIT starts (`watches.Requeue` notes the outage epoch)
         self.on_init: Callable[[str], None] | None = None
+        # runtime.network gateway-only: the gateway's socket directory and the relay's bundle, found on first need
+        self._sandbox: tuple[str, str] | None = None
+        self._sandbox_lock = asyncio.Lock()
 
     async def init(self, job: Job[SessionPlan], deadline: float) -> PooledSession:
         plan = job.payload
@@ -96,13 +101,25 @@ class GenerateStages:
         task = Task(plan.instance.instance_id, plan.instance.patch, self.recipe.runtime.workdir)
         key = self.gateway.open_session(session_id, task)
         try:
-            prepared = await self.steps.prepare(self._spec(plan, session_id), Wiring(self.gateway.url, key))
+            sandbox = await self._gateway_only() if self.recipe.runtime.network == GATEWAY_ONLY else None
+            spec = self._spec(plan, session_id, sandbox)
+            prepared = await self.steps.prepare(spec, Wiring(self.gateway.url, key))
         except BaseException:
             self.gateway.close_session(key)
             raise
         return PooledSession(session_id, key, prepared)
 
-    def _spec(self, plan: SessionPlan, session_id: str) -> SessionSpec:
+    async def _gateway_only(self) -> tuple[str, str]:
+        """The gateway's socket directory (it listens there from now on) and the relay's bundle (built if missing)."""
+        async with self._sandbox_lock:
+            if self._sandbox is None:
+                socket_dir = await self.gateway.listen_unix()
+                build = self.recipe.runtime.build_images
+                relay = await in_thread(self.executor, lambda: self.runtime.relay(build=build, log=log.info))
+                self._sandbox = (str(socket_dir), relay)
+            return self._sandbox
+
+    def _spec(self, plan: SessionPlan, session_id: str, sandbox: tuple[str, str] | None = None) -> SessionSpec:
         r = self.recipe.runtime
         return SessionSpec(
             session_id=session_id,
@@ -114,6 +131,8 @@ class GenerateStages:
             workdir=r.workdir,
             timeout=self.recipe.timeouts.session,
             network=r.network,
+            gateway_socket=sandbox[0] if sandbox else None,
+            relay=sandbox[1] if sandbox else None,
             cpus=r.cpus,
             memory_bytes=r.memory_mb * 1024 * 1024 if r.memory_mb else None,
             output_limit=r.output_limit_mb * 1024 * 1024 if r.output_limit_mb else None,

@@ -1,6 +1,7 @@
 """One harness session in one container, written once: prepare, run, collect, finish, discard.
 
-    prepare   INIT: start the container from the instance image with the harness bundle mounted, make sure git has a
+    prepare   INIT: start the container from the instance image with the harness bundle mounted (in a gateway-only
+              sandbox, also the relay and the gateway's socket directory; the relay must answer), make sure git has a
               base commit, strip everything after it from the repository (`history`), write the harness's config
               files. A failure removes the container before it raises.
     run       RUN: the harness's headless run, until it exits or its time is up (then its process tree is killed).
@@ -30,6 +31,7 @@ Every step blocks (the runtime's calls do), so none of them may run on an event 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -41,7 +43,17 @@ from polar_cli.errors import RuntimeFailure
 from polar_cli.harness.base import HarnessAdapter, Launch, Wiring
 from polar_cli.harness.collect import collect_artifacts, collect_patch, prepare_base
 from polar_cli.harness.history import Stripped, strip_history
-from polar_cli.runtime.base import Container, ContainerSpec, ExecResult, Log, Runtime
+from polar_cli.runtime.base import (
+    GATEWAY_ONLY,
+    GATEWAY_SOCKET_DIR,
+    RELAY_URL,
+    Container,
+    ContainerSpec,
+    ExecResult,
+    Log,
+    Runtime,
+    relay_argv,
+)
 
 log = logging.getLogger("polar.harness")
 
@@ -53,6 +65,8 @@ RunStatus = Literal["ok", "harness_error", "timeout", "oom", "output_limit"]
 OUTPUT_TAIL = 64 * 1024
 # how much output a harness may write before it is killed (a runaway loop printing forever, not a chatty agent)
 OUTPUT_LIMIT = 1024 * 1024 * 1024
+# seconds a gateway-only sandbox's relay has to forward (the probe itself gives up after 10)
+RELAY_PROBE_TIMEOUT = 20.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +81,12 @@ class SessionSpec:
     base_commit: str | None = None
     workdir: str = "/testbed"
     timeout: float = 1800.0
+    # a Docker network mode or name, or GATEWAY_ONLY (then ``gateway_socket`` and ``relay`` are needed)
     network: str = "host"
+    # GATEWAY_ONLY: the host directory of the gateway's Unix socket (`NodeGateway.listen_unix`), mounted read-only
+    gateway_socket: str | None = None
+    # GATEWAY_ONLY: what the runtime mounts for the relay (`Runtime.relay`)
+    relay: str | None = None
     cpus: float | None = None
     memory_bytes: int | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
@@ -76,11 +95,26 @@ class SessionSpec:
     # bytes of output (stdout and stderr) past which the harness is killed; None: no limit
     output_limit: int | None = OUTPUT_LIMIT
 
+    @property
+    def gateway_only(self) -> bool:
+        return self.network == GATEWAY_ONLY
+
     def container_spec(self) -> ContainerSpec:
+        volumes_from = (self.bundle,) if self.bundle else ()
+        binds: dict[str, str] = {}
+        command: tuple[str, ...] = ()
+        if self.gateway_only:
+            if not self.gateway_socket or not self.relay:
+                raise RuntimeFailure("a gateway-only session needs the gateway's socket directory and the relay")
+            volumes_from = (*volumes_from, self.relay)
+            binds = {self.gateway_socket: GATEWAY_SOCKET_DIR}
+            command = relay_argv("serve")
         return ContainerSpec(
             image=self.image,
             role="session",
-            volumes_from=(self.bundle,) if self.bundle else (),
+            volumes_from=volumes_from,
+            binds=binds,
+            command=command,
             network=self.network,
             cpus=self.cpus,
             memory_bytes=self.memory_bytes,
@@ -152,12 +186,20 @@ def mount_bundle(runtime: Runtime, adapter: HarnessAdapter, *, build: bool = Tru
 
 
 def prepare(runtime: Runtime, spec: SessionSpec, wiring: Wiring) -> Prepared:
-    """INIT. Raises `RuntimeFailure` (or a `ConfigError` for an instruction no harness can take) with nothing left."""
+    """INIT. Raises `RuntimeFailure` (or a `ConfigError` for an instruction no harness can take) with nothing left.
+
+    In a gateway-only sandbox the harness is wired to the relay (`RELAY_URL`) whatever ``wiring`` says: the gateway's
+    own URL is not reachable from there."""
+    if spec.gateway_only:
+        wiring = dataclasses.replace(wiring, gateway_url=RELAY_URL)
     launch = spec.harness.launch(spec.instruction, wiring, spec.workdir)
+    container_spec = spec.container_spec()
     start = time.monotonic()
-    container = runtime.start(spec.container_spec())
+    container = runtime.start(container_spec)
     created = time.monotonic() - start
     try:
+        if spec.gateway_only:
+            wait_for_relay(container)
         base = spec.base_commit or prepare_base(container, spec.workdir)
         stripped = strip_history(container, spec.workdir, base) if spec.strip_history else None
         if launch.files:
@@ -166,6 +208,14 @@ def prepare(runtime: Runtime, spec: SessionSpec, wiring: Wiring) -> Prepared:
         container.remove()
         raise
     return Prepared(spec, container, launch, base, created, stripped)
+
+
+def wait_for_relay(container: Container) -> None:
+    """Return once the sandbox's relay forwards to the gateway's socket; a `RuntimeFailure` saying why otherwise."""
+    result = container.exec(relay_argv("probe"), timeout=RELAY_PROBE_TIMEOUT)
+    if result.exit_code != 0:
+        said = result.output.decode(errors="replace").strip() or f"exit {result.exit_code}"
+        raise RuntimeFailure(f"the gateway-only sandbox cannot reach the gateway: {said}")
 
 
 def run(prepared: Prepared, timeout: float) -> HarnessRun:

@@ -4,11 +4,18 @@ The node opens a session before its harness starts (the key goes into the harnes
 closes it after the run. Scripted engines answer per session (gold applies that instance's patch): the node binds
 the session's task to its id, and the gateway names the session in every upstream call it makes for it. Real
 engines never see it.
+
+Gateway-only sandboxes (`runtime.base.GATEWAY_ONLY`) reach it through a Unix socket as well: `listen_unix` (once,
+on first need) opens `GATEWAY_SOCKET_NAME` in a fresh private directory, the one directory their containers mount.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 from polar_cli.capture import CaptureWriter
@@ -17,6 +24,7 @@ from polar_cli.gateway.server import GatewayServer
 from polar_cli.gateway.sessions import SessionRegistry
 from polar_cli.inference.engines import EngineHandle
 from polar_cli.inference.gold import Task
+from polar_cli.runtime.base import GATEWAY_SOCKET_NAME
 
 log = logging.getLogger("polar.node")
 
@@ -40,6 +48,9 @@ class NodeGateway:
         )
         self.server = GatewayServer(gateway)
         self.url = ""
+        # the directory of the Unix socket, once `listen_unix` opened it
+        self.socket_dir: Path | None = None
+        self._unix_lock = asyncio.Lock()
 
     async def start(self, port: int = 0) -> str:
         """Listen; returns the URL harnesses reach the gateway at."""
@@ -47,6 +58,18 @@ class NodeGateway:
         self.url = self._public_url or f"http://{self.host}:{bound}"
         log.info("gateway on %s:%d (harnesses use %s), model %s", self.host, bound, self.url, self.engine.model)
         return self.url
+
+    async def listen_unix(self) -> Path:
+        """Also listen on a Unix socket (first call only); returns its directory, which holds nothing else."""
+        async with self._unix_lock:
+            if self.socket_dir is None:
+                directory = Path(tempfile.mkdtemp(prefix="polar-gateway-", dir=socket_parent()))
+                # the sandboxes' users (any uid) must traverse it; only the socket is in it
+                os.chmod(directory, 0o755)
+                await self.server.start_unix(directory / GATEWAY_SOCKET_NAME)
+                self.socket_dir = directory
+                log.info("gateway also on %s", directory / GATEWAY_SOCKET_NAME)
+            return self.socket_dir
 
     def open_session(self, session_id: str, task: Task | None) -> str:
         """Register a session; returns the key its harness sends as its API key. Call on the event loop."""
@@ -73,3 +96,11 @@ class NodeGateway:
             await self.server.stop()
         finally:
             self.capture.close()
+            if self.socket_dir is not None:
+                shutil.rmtree(self.socket_dir, ignore_errors=True)
+
+
+def socket_parent() -> str | None:
+    """Where the socket's directory goes: ``POLAR_GATEWAY_SOCKET_PARENT``, else the system's temporary directory
+    (short: a Unix socket's path is limited to 107 bytes). The Docker engine must see it (a local engine)."""
+    return os.environ.get("POLAR_GATEWAY_SOCKET_PARENT") or None

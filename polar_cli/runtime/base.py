@@ -18,6 +18,33 @@ MANAGED_LABEL = "polar.managed"
 ROLE_LABEL = "polar.role"
 OWNER_LABEL = "polar.owner"
 
+# `runtime.network` of a sandbox that reaches the gateway and nothing else: Docker network mode "none" (loopback only:
+# no internet, no host port, no inference server, no Docker socket). The gateway also listens on a Unix socket
+# (GATEWAY_SOCKET_NAME) in a host directory of its own; that directory alone is bind-mounted read-only (connecting
+# to a socket needs no write access to its mount) at GATEWAY_SOCKET_DIR, and the relay (harness_images/relay, a static
+# C program mounted from its bundle at RELAY_ROOT) is the container's main process: it listens on
+# 127.0.0.1:RELAY_PORT and forwards each connection to the socket. The harness is wired to RELAY_URL.
+GATEWAY_ONLY = "gateway-only"
+# what Docker calls the network mode of each `runtime.network` value Polar names itself; any other value is a Docker
+# network name (or mode) passed as it is
+NETWORK_MODES = {GATEWAY_ONLY: "none", "host": "host", "bridge": "bridge"}
+GATEWAY_SOCKET_NAME = "gateway.sock"
+GATEWAY_SOCKET_DIR = "/run/polar-gateway"
+RELAY_ROOT = "/opt/polar/relay"
+RELAY_BIN = f"{RELAY_ROOT}/polar-relay"
+RELAY_PORT = 47011
+RELAY_URL = f"http://127.0.0.1:{RELAY_PORT}"
+
+
+def network_mode(network: str) -> str:
+    """The Docker network mode of a `runtime.network` value (``gateway-only`` is ``none``)."""
+    return NETWORK_MODES.get(network, network)
+
+
+def relay_argv(verb: str = "serve") -> tuple[str, ...]:
+    """The relay's argv: ``serve`` (the container's main process) or ``probe`` (exit 0 once it forwards)."""
+    return (RELAY_BIN, verb, str(RELAY_PORT), f"{GATEWAY_SOCKET_DIR}/{GATEWAY_SOCKET_NAME}")
+
 
 @dataclass(frozen=True, slots=True)
 class ContainerSpec:
@@ -27,8 +54,13 @@ class ContainerSpec:
     env: Mapping[str, str] = field(default_factory=dict)
     # containers whose volumes are mounted read-only here (harness bundles)
     volumes_from: Sequence[str] = ()
-    # "host" so a harness reaches the gateway on 127.0.0.1; real deployments set a bridge network and a gateway URL
+    # a Docker network mode or name ("host": a harness reaches the gateway on 127.0.0.1; "none": loopback only);
+    # `network_mode` maps Polar's own names (`GATEWAY_ONLY`) to Docker's
     network: str = "host"
+    # host directory -> path in the container, bind-mounted read-only (a gateway-only sandbox's socket directory)
+    binds: Mapping[str, str] = field(default_factory=dict)
+    # the container's main process (it must stay up until the container is removed); empty: ``sleep infinity``
+    command: Sequence[str] = ()
     cpus: float | None = None
     memory_bytes: int | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
@@ -110,6 +142,10 @@ class Runtime(Protocol):
 
     def bundle(self, harness: str, *, build: bool = True, log: Log = print) -> str:
         """The harness's bundle, ready to mount (`ContainerSpec.volumes_from`); built first if missing and ``build``."""
+        ...
+
+    def relay(self, *, build: bool = True, log: Log = print) -> str:
+        """The relay's bundle (`GATEWAY_ONLY`), ready to mount; built first if missing and ``build``."""
         ...
 
     def bundle_image(self, image: str) -> str:

@@ -28,7 +28,15 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from polar_cli.errors import RuntimeFailure
-from polar_cli.runtime.base import MANAGED_LABEL, OWNER_LABEL, ROLE_LABEL, ContainerSpec, ExecResult, Log
+from polar_cli.runtime.base import (
+    MANAGED_LABEL,
+    OWNER_LABEL,
+    ROLE_LABEL,
+    ContainerSpec,
+    ExecResult,
+    Log,
+    network_mode,
+)
 from polar_cli.runtime.execution import STATUS_SUFFIX, CappedBuffer, FrameDecoder, kill_argv, oom_kills, wrapped_argv
 
 # How long an exec may keep streaming after its process group was killed (a stuck mount, a zombie) before we give up.
@@ -213,6 +221,14 @@ def _pump(sock: Any, output: CappedBuffer, deadline: float, limit: int | None = 
             output.add(payload)
 
 
+def bind_list(binds: Mapping[str, str]) -> list[str]:
+    """`ContainerSpec.binds` as Docker's ``host:container:ro`` strings."""
+    for host, inside in binds.items():
+        if not (host.startswith("/") and inside.startswith("/")) or ":" in host + inside:
+            raise RuntimeFailure(f"bind mount {host!r} -> {inside!r}: both must be absolute paths without ':'")
+    return [f"{host}:{inside}:ro" for host, inside in binds.items()]
+
+
 class DockerRuntime:
     """Starts containers on a docker engine; removes every one of them on `close()` or at interpreter exit."""
 
@@ -230,8 +246,9 @@ class DockerRuntime:
         name = f"polar-{spec.role}-{secrets.token_hex(5)}"
         labels = {**spec.labels, MANAGED_LABEL: "1", ROLE_LABEL: spec.role, OWNER_LABEL: self.owner}
         host_config = self.client.api.create_host_config(
-            network_mode=spec.network,
+            network_mode=network_mode(spec.network),
             volumes_from=[f"{c}:ro" for c in spec.volumes_from],
+            binds=bind_list(spec.binds) or None,
             nano_cpus=int(spec.cpus * 1e9) if spec.cpus else None,
             mem_limit=spec.memory_bytes,
             init=True,  # reaps the zombies a killed harness leaves behind
@@ -239,9 +256,9 @@ class DockerRuntime:
         try:
             created = self.client.api.create_container(
                 spec.image,
-                # the main process only keeps the container up; work happens in execs
-                entrypoint=["sleep"],
-                command=["infinity"],
+                # the main process only keeps the container up (or is the relay); work happens in execs
+                entrypoint=list(spec.command[:1]) or ["sleep"],
+                command=list(spec.command[1:]) if spec.command else ["infinity"],
                 environment=dict(spec.env),
                 labels=labels,
                 name=name,
@@ -321,6 +338,19 @@ class DockerRuntime:
             tag = harness_image_plan(harness).tag
             if not self.image_exists(tag):
                 raise RuntimeFailure(f"harness bundle {tag} is missing (polar images build harness {harness})")
+        return ensure_bundle_container(self.client, tag)
+
+    def relay(self, *, build: bool = True, log: Log = print) -> str:
+        """The relay's data container (gateway-only sandboxes mount it); its image built first if missing and
+        ``build``."""
+        from polar_cli.runtime.images import ensure_bundle_container, ensure_relay_image, relay_image_plan
+
+        if build:
+            tag = ensure_relay_image(self.client, log=log).image
+        else:
+            tag = relay_image_plan().tag
+            if not self.image_exists(tag):
+                raise RuntimeFailure(f"the gateway-only relay image {tag} is missing (scripts/setup-docker builds it)")
         return ensure_bundle_container(self.client, tag)
 
     def bundle_image(self, image: str) -> str:

@@ -5,6 +5,8 @@
     python          FROM base: Debian's python3.11, pip and polar-make-pybundle, the toolchain stage of Python bundles
     harness-<name>  FROM node|python/base: one self-contained bundle dir /opt/polar/harness/<name>, declared a VOLUME;
                     its pin is harness_images/<name>/package.json (npm) or requirements.txt (PyPI)
+    relay           built on base with Debian's gcc, FROM scratch: the static relay of gateway-only sandboxes in
+                    /opt/polar/relay, declared a VOLUME (harness_images/relay; `runtime.base.GATEWAY_ONLY`)
 
 The digest covers every file of the build context plus the parent image's tag (which carries the parent's digest), so
 a change anywhere below an image renames it. ``POLAR_IMAGE_PREFIX`` (default ``polar``) names the images, so a real
@@ -68,6 +70,9 @@ class ImageNames:
 
     def harness(self, name: str, version: str, digest: str) -> str:
         return f"{self.prefix}/harness-{name}:{version}-{digest}"
+
+    def relay(self, digest: str) -> str:
+        return f"{self.prefix}/relay:{digest}"
 
 
 def image_names(env: Mapping[str, str] | None = None) -> ImageNames:
@@ -218,6 +223,35 @@ def python_image_plan(names: ImageNames | None = None) -> ContextImage:
     return _plan(harness_images_dir() / "python", names.python, {"BASE_IMAGE": names.base(BaseRecipe())})
 
 
+def relay_image_plan(names: ImageNames | None = None) -> ContextImage:
+    """The relay bundle image (`harness_images/relay`), as the current inputs name it."""
+    names = names or image_names()
+    return _plan(harness_images_dir() / "relay", names.relay, {"BASE_IMAGE": names.base(BaseRecipe())})
+
+
+def ensure_relay_image(client: Any, *, names: ImageNames | None = None, log: Log = print) -> BuildResult:
+    """The relay bundle image (and the base below it), built only when an input changed."""
+    names = names or image_names()
+    ensure_base_image(client, names=names, log=log)
+    return _ensure_planned(client, relay_image_plan(names), log)
+
+
+def build_relay(runtime: DockerRuntime, log: Log = print) -> dict[str, Any]:
+    """The relay image and its data container (scripts/setup-docker); older relay images are removed."""
+    result = ensure_relay_image(runtime.client, log=log)
+    container = ensure_bundle_container(runtime.client, result.image)
+    remove_stale_bundle_containers(runtime.client, "", keep=container, prefix="polar-bundle-relay-")
+    superseded = remove_superseded_images(runtime.client, result.image) if result.built else []
+    return {
+        "kind": "relay",
+        "image": result.image,
+        "built": result.built,
+        "seconds": round(result.seconds, 2),
+        "bundle_container": container,
+        "removed": superseded,
+    }
+
+
 def toolchain(name: str) -> str:
     """`python` for a bundle pinned in requirements.txt (PyPI), `node` for one pinned in package.json (npm)."""
     return "python" if (harness_images_dir() / name / "requirements.txt").is_file() else "node"
@@ -314,6 +348,8 @@ def ensure_bundle_container(client: Any, image: str) -> str:
     """Create (once) the stopped container whose volume holds the bundle; instances mount it with volumes_from."""
     import docker.errors
 
+    # never started: an image without a shell (the relay's, FROM scratch) is fine
+
     name = bundle_container_name(image)
     try:
         client.api.inspect_container(name)
@@ -330,12 +366,13 @@ def ensure_bundle_container(client: Any, image: str) -> str:
     return name
 
 
-def remove_stale_bundle_containers(client: Any, harness: str, keep: str) -> int:
-    """Remove bundle containers of older builds of a harness (their volumes go with them when unused)."""
+def remove_stale_bundle_containers(client: Any, harness: str, keep: str, *, prefix: str | None = None) -> int:
+    """Remove bundle containers of older builds of a harness, or of any bundle whose data containers' names start
+    with ``prefix`` (their volumes go with them when unused)."""
     import docker.errors
 
     removed = 0
-    prefix = f"polar-bundle-harness-{harness}-"
+    prefix = prefix or f"polar-bundle-harness-{harness}-"
     for c in client.api.containers(all=True, filters={"label": f"{ROLE_LABEL}=bundle"}):
         names = [n.lstrip("/") for n in c.get("Names") or []]
         if any(n.startswith(prefix) and n != keep for n in names):

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from polar_cli.errors import RuntimeFailure
 from polar_cli.harness.collect import ARTIFACTS_FILE, PATCH_FILE
-from polar_cli.runtime.base import ContainerSpec, ExecResult, Log
+from polar_cli.runtime.base import RELAY_BIN, ContainerSpec, ExecResult, Log
 
 BASE = "b" * 40
 PATCH = "diff --git a/x b/x\n"
@@ -40,6 +40,8 @@ def result(output: str | bytes, exit_code: int | None = 0, *, timed_out: bool = 
 
 
 def script_name(argv: Sequence[str]) -> str:
+    if argv and argv[0] == RELAY_BIN:
+        return "polar-relay"  # a gateway-only sandbox's relay probe
     if argv[:2] == ["/bin/sh", "-c"] and len(argv) > 3:
         return argv[3]
     if argv and argv[-1].startswith("/tmp/polar-eval/"):
@@ -55,6 +57,8 @@ def session_responder(harness: ExecResult, *, fail_patch: bool = False) -> Respo
             return result(f"{BASE}\n")
         if name == "polar-strip":
             return result(STRIPPED)
+        if name == "polar-relay":
+            return container.relay_probe
         if name == "polar-patch":
             if fail_patch or container.fail_patch:
                 return result("fatal: bad object", 5)
@@ -85,6 +89,8 @@ class FakeContainer:
     removed: int = 0
     fail_patch: bool = False
     fail_put: bool = False
+    # what a gateway-only sandbox's relay probe answers
+    relay_probe: ExecResult = field(default_factory=lambda: result(""))
 
     def exec(
         self,
@@ -133,6 +139,7 @@ class FakeRuntime:
     pulls: list[str] = field(default_factory=list)
     builds: list[tuple[str, dict[str, str]]] = field(default_factory=list)
     tags: list[tuple[str, str]] = field(default_factory=list)
+    relays: int = 0
 
     @property
     def specs(self) -> list[ContainerSpec]:
@@ -177,6 +184,10 @@ class FakeRuntime:
 
     def bundle_image(self, image: str) -> str:
         return f"bundle-image-{image}"
+
+    def relay(self, *, build: bool = True, log: Log = print) -> str:
+        self.relays += 1
+        return "bundle-relay"
 
     def sweep(self) -> int:
         return 0

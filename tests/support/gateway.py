@@ -16,6 +16,7 @@ from polar_cli.gateway.handler import Gateway
 from polar_cli.gateway.server import GatewayServer, ServerLimits
 from polar_cli.gateway.sessions import SessionRegistry
 from polar_cli.gateway.upstream_client import UpstreamClient
+from polar_cli.runtime.base import GATEWAY_SOCKET_NAME
 from polar_cli.templates import TemplateTraits
 from polar_cli.translate.dialects import DialectName, dialect
 from polar_cli.translate.upstream import UpstreamOptions
@@ -30,6 +31,8 @@ class RunningGateway:
     sessions: SessionRegistry
     writer: CaptureWriter
     loop: asyncio.AbstractEventLoop
+    # the directory of its Unix socket (`runtime.base.GATEWAY_SOCKET_NAME`), when asked to listen on one
+    socket_dir: Path | None = None
 
     def open_session(self, session_id: str) -> str:
         """Register a session (thread-safely, on the gateway's loop) and return its key."""
@@ -55,6 +58,7 @@ def running_gateway(
     token_in: TokenIn | None = None,
     traits: TemplateTraits | None = None,
     record: Recorder | None = None,
+    socket_dir: Path | None = None,
     **options: Any,
 ) -> Iterator[RunningGateway]:
     loop = asyncio.new_event_loop()
@@ -74,8 +78,12 @@ def running_gateway(
         record.attach(gateway)
     server = GatewayServer(gateway, limits or ServerLimits())
     host, port = asyncio.run_coroutine_threadsafe(server.start("127.0.0.1", 0), loop).result(10)
+    if socket_dir is not None:
+        socket_dir.mkdir(parents=True, exist_ok=True)
+        unix = server.start_unix(socket_dir / GATEWAY_SOCKET_NAME)
+        asyncio.run_coroutine_threadsafe(unix, loop).result(10)
     try:
-        yield RunningGateway(f"http://{host}:{port}", port, capture_dir, sessions, writer, loop)
+        yield RunningGateway(f"http://{host}:{port}", port, capture_dir, sessions, writer, loop, socket_dir)
     finally:
         asyncio.run_coroutine_threadsafe(server.stop(), loop).result(10)
         loop.call_soon_threadsafe(loop.stop)
