@@ -47,3 +47,11 @@ def test_every_cited_document_and_section_exists() -> None:
                 assert section in headings, f"{path}: {match[1]} has no section {section!r}"
                 cited += 1
     assert cited >= 8
+
+
+def test_every_test_module_has_a_basename_of_its_own() -> None:
+    """pytest imports test modules by basename (no packages under tests/): two files of one name stop collection."""
+    from collections import Counter
+
+    names = Counter(p.name for p in (ROOT / "tests").rglob("test_*.py"))
+    assert not [name for name, n in names.items() if n > 1]
