@@ -46,7 +46,7 @@ INFRA: frozenset[str] = frozenset(
 )
 # every reason code a row can carry, and what it means (rejects first, then errors, which the next run retries)
 REASONS: dict[str, str] = {
-    "context_overflow": "the session's last model call was refused: its prompt did not fit the model's context",
+    "context_overflow": "the main conversation's last model call was refused: its prompt did not fit the context",
     "timeout": "the harness ran past its timeout (or the pool's backstop cut its run)",
     "output_limit": "the harness wrote more output than the session allows (1 GiB) and was killed there",
     "oom": "the harness exited non-zero after the kernel killed a process of it at the container's memory limit",
@@ -102,9 +102,14 @@ def machinery_fault(records: Sequence[CaptureRecord]) -> tuple[Status, str] | No
 
 
 def context_overflow(records: Sequence[CaptureRecord]) -> str | None:
-    """What the server said when the session's last model call did not fit the context; None otherwise."""
-    if records and records[-1].error_kind == "context_length":
-        return f"call {records[-1].seq}: {records[-1].error}"
+    """What the server said when the main conversation's last model call did not fit the context; None otherwise.
+
+    The main conversation is the calls that offer tools (a harness's side calls, such as titles and the summary
+    call of a compaction, offer none): opencode, refused, compacts with a summary call that fits and is then refused
+    again, until its timeout."""
+    main = [r for r in records if (r.normalized or {}).get("tools")] or list(records)
+    if main and main[-1].error_kind == "context_length":
+        return f"call {main[-1].seq}: {main[-1].error}"
     return None
 
 

@@ -40,7 +40,7 @@ def record(seq: int) -> CaptureRecord:
         ended=1.0,
         status="ok",
         request={},
-        normalized={"messages": [{"role": "user", "content": "Fix it."}], "tools": []},
+        normalized={"messages": [{"role": "user", "content": "Fix it."}], "tools": [{"type": "function"}]},
         response={"choices": [{"message": {"role": "assistant", "content": "done"}}]},
         prompt_ids=[1, 2, 3],
         response_ids=[4, 5],
@@ -57,6 +57,11 @@ def failed(seq: int, status: str, kind: str | None) -> CaptureRecord:
         record(seq), status=status, error="too long", error_kind=kind, response=None, prompt_ids=[], response_ids=[],
         response_logprobs=[],
     )  # fmt: skip
+
+
+def summary(seq: int) -> CaptureRecord:
+    """A side call that offers no tools (a compaction's summary, a title)."""
+    return dataclasses.replace(record(seq), normalized={"messages": [{"role": "user", "content": "Summarize."}]})
 
 
 def evaluation(outcome: str) -> Evaluation:
@@ -98,6 +103,19 @@ def facts(**kw: Any) -> SessionFacts:
         (
             {"records": [record(0), failed(1, "upstream_error", "context_length")], "harness_run": BAD_RUN},
             ("rejected", "CONTEXT_OVERFLOW", "context_overflow: call 1: too long"),
+        ),
+        # opencode's loop: refused, a summary call (no tools) that fits, refused again ... until its timeout
+        (
+            {
+                "records": [
+                    failed(0, "upstream_error", "context_length"),
+                    record(1),
+                    failed(2, "upstream_error", "context_length"),
+                    summary(3),
+                ],
+                "harness_run": HarnessRun("timeout", None, b"", 9.0),
+            },
+            ("rejected", "CONTEXT_OVERFLOW", "context_overflow: call 2: too long"),
         ),
         # the engine failed a call: never a reject, whatever became of the session
         (
@@ -161,7 +179,7 @@ def test_the_row_has_the_corpus_fields() -> None:
         "role": "assistant", "content": "done", "reasoning_content": None, "tool_calls": [], "tool_call_id": None,
         "name": None,
     }  # fmt: skip
-    assert json.loads(row["tools"]) == []
+    assert json.loads(row["tools"]) == [{"type": "function"}]
     assert row["traces"][0]["response_ids"] == [4, 5] and row["traces"][0]["loss_mask"] == [1, 1]
     assert row["patch"] == "PATCH" and row["eval"]["resolved"] is True and "log_tail" not in row["eval"]
     assert row["timing"] == {"init": 1.0, "run": 2.0, "eval": 0.0}
