@@ -57,6 +57,29 @@ async def probe_dialect(client: Upstream, options: UpstreamOptions) -> Dialect:
     raise failure
 
 
+PROBE_TOOL = {
+    "type": "function",
+    "function": {"name": "polar_probe", "description": "Probe.", "parameters": {"type": "object", "properties": {}}},
+}
+
+
+async def probe_tools(client: Upstream, options: UpstreamOptions) -> None:
+    """Fail loudly when the server refuses a call that offers tools, as every harness's does: a vLLM started without
+    ``--enable-auto-tool-choice`` answers each of them 400, which would turn every session into an error."""
+    seed = ChatRequest(model=options.model, messages=(Message("user", (Text("OK"),)),), sampling=Sampling(max_tokens=1))
+    body = {**chat_body(seed, options, rid="polar-probe-tools"), "tools": [PROBE_TOOL], "tool_choice": "auto"}
+    response = await client.post_json(UPSTREAM_PATH, orjson.dumps(body))
+    if response.status == 200:
+        return
+    error = upstream_error(response.status, response.body)
+    if response.status == 400 and "tool" in error.message.lower():
+        raise UpstreamError(
+            f"the server refuses calls that offer tools ({error.message}), and every harness offers them: start "
+            "vLLM with --enable-auto-tool-choice --tool-call-parser NAME (SGLang: --tool-call-parser NAME)"
+        )
+    raise error
+
+
 async def probe_traits(client: Upstream, options: UpstreamOptions) -> TemplateTraits:
     """The `TemplateTraits` of the server's own chat template, read from its answers to `templates.traits.PROBES`.
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from polar_cli.config import EngineConfig
 from polar_cli.gateway.continuation import TokenIn
-from polar_cli.gateway.probe import probe_dialect, probe_traits, served_model, with_server_rules
+from polar_cli.gateway.probe import probe_dialect, probe_tools, probe_traits, served_model, with_server_rules
 from polar_cli.gateway.upstream_client import Upstream, UpstreamClient, upstream_root
 from polar_cli.inference.gold import POLICIES
 from polar_cli.inference.launcher import SGLangServer, launch_sglang
@@ -89,6 +89,8 @@ async def _probed(
 ) -> EngineHandle:
     # the probes only call post_json, which every upstream kind has
     handle.options = replace(handle.options, dialect=await probe_dialect(handle.upstream, handle.options))
+    if handle.scripted is None:
+        await probe_tools(handle.upstream, handle.options)
     handle.traits = await template_traits(handle, config, template, executor)
     log.info("chat template traits: %s", ", ".join(handle.traits.held) or "none")
     return handle

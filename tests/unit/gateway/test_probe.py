@@ -157,3 +157,29 @@ def test_the_server_probe_on_qwen3_5_and_qwen3_6() -> None:
     refusals = {orjson.loads(r.body)["message"] for r in qwen3_5.answers if r.status == 400}
     assert {"System message must be at the beginning.", "No user query found in messages."} <= refusals
     assert probe(sglang_rendering("qwen3.6-unsloth")).held == ("drops_later_system", "needs_object_arguments")
+
+
+# vLLM 0.32's answer to a call with tool_choice "auto" when it was started without a tool parser
+VLLM_NO_TOOLS = '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
+
+
+def test_a_server_that_refuses_calls_with_tools_fails_the_start_naming_the_flags() -> None:
+    from polar_cli.gateway.probe import probe_tools
+
+    upstream = FakeUpstream(lambda body: refused(VLLM_NO_TOOLS) if body.get("tools") else ok(3))
+    with pytest.raises(UpstreamError, match="--enable-auto-tool-choice --tool-call-parser NAME") as caught:
+        asyncio.run(probe_tools(upstream, UpstreamOptions(model="served")))  # type: ignore[arg-type]
+    assert VLLM_NO_TOOLS in caught.value.message
+    (body,) = upstream.bodies
+    assert body["tool_choice"] == "auto" and body["tools"][0]["function"]["name"] == "polar_probe"
+    assert body["max_tokens"] == 1
+
+
+def test_a_server_that_takes_tools_passes_and_other_failures_stay_what_they_are() -> None:
+    from polar_cli.gateway.probe import probe_tools
+
+    asyncio.run(probe_tools(FakeUpstream(lambda body: ok(3)), UpstreamOptions(model="served")))  # type: ignore[arg-type]
+    down = FakeUpstream(lambda body: (503, {"message": "overloaded"}))
+    with pytest.raises(UpstreamError, match="overloaded") as caught:
+        asyncio.run(probe_tools(down, UpstreamOptions(model="served")))  # type: ignore[arg-type]
+    assert "--enable-auto-tool-choice" not in caught.value.message
