@@ -109,7 +109,9 @@ def test_noop_rejects_every_attempt(tmp_path: Path, docker_client: Any, instance
     rejects = rows(tmp_path / "rejects.jsonl")
     assert len(rejects) == instances
     for row in rejects:
-        assert row["accepted"] is False and row["reward"] == 0.0 and row["reason"].startswith("unresolved")
+        # noop changes nothing: graded unresolved, and the reason says why (no patch), before the grade
+        assert row["accepted"] is False and row["reward"] == 0.0 and row["reason"].startswith("no_patch:")
+        assert row["eval"]["resolved"] is False
         assert row["patch"] == "" and row["stats"]["model_calls"] >= 1
 
 

@@ -54,7 +54,7 @@ def write_recipe(tmp_path: Path, engine: dict[str, Any]) -> Path:
         "instruction": "The repository {repo} is checked out in {workdir}. Fix the following issue there.\n\n"
         "{problem_statement}",
         "engine": {"tokenizer": "qwen3", "token_in": True, **FAST_WATCH, **engine},
-        "runtime": {"network": "host", "min_free_gb": 0},
+        "runtime": {"min_free_gb": 0},  # the default network: gateway-only
         "concurrency": {"init": 2, "run": 2, "postrun": 2, "ready": 2},
         "timeouts": {"session": 600, "eval": 600},
         "output": {"formats": ["jsonl"]},
