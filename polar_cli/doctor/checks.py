@@ -137,6 +137,24 @@ def bundle_check(adapter: HarnessAdapter, has_image: HasImage, *, build: bool, r
     )
 
 
+FIX_RELAY = "bash scripts/setup-docker"
+
+
+def relay_check(has_image: HasImage, *, build: bool, required: bool) -> Check:
+    """The relay a ``runtime.network: gateway-only`` sandbox runs (`runtime.images.relay_image_plan`). Missing: a
+    failure when the run needs it and cannot build it, else a warning (built in seconds at the first INIT)."""
+    from polar_cli.runtime.images import relay_image_plan
+
+    tag = relay_image_plan().tag
+    if has_image(tag):
+        return Check("relay", "ok", f"{tag} (gateway-only sandboxes)")
+    if required and not build:
+        return Check("relay", "fail", f"{tag} missing and runtime.build_images is false", FIX_RELAY)
+    return Check(
+        "relay", "warn", f"{tag} missing: built at the first gateway-only session", "bash scripts/setup-docker"
+    )
+
+
 def bundle_checks(
     adapters: Iterable[HarnessAdapter], has_image: HasImage, *, build: bool, required: bool = True
 ) -> list[Check]:

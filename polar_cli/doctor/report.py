@@ -22,9 +22,11 @@ from polar_cli.doctor.checks import (
     instance_image_checks,
     manifest_check,
     min_free_gb,
+    relay_check,
     tokenizer_check,
 )
 from polar_cli.errors import PolarError
+from polar_cli.runtime.base import GATEWAY_ONLY
 
 if TYPE_CHECKING:
     from polar_cli.config import Recipe
@@ -42,6 +44,8 @@ def _image_checks(recipe: Recipe | None, has_image: HasImage, instances: Sequenc
     adapters: list[HarnessAdapter] = recipe.adapters() if recipe is not None else list(ADAPTERS.values())
     checks = [base_image_check(has_image)]
     checks += bundle_checks(adapters, has_image, build=build, required=recipe is not None)
+    if recipe is None or recipe.runtime.network == GATEWAY_ONLY:
+        checks.append(relay_check(has_image, build=build, required=recipe is not None))
     if recipe is not None and instances:
         m = recipe.manifest
         checks += instance_image_checks(instances, has_image, template=m.image_template, source=m.source, build=build)

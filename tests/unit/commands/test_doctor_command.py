@@ -14,7 +14,7 @@ from polar_cli import cli
 from polar_cli.doctor import Check, report
 from polar_cli.doctor.checks import HasImage
 from polar_cli.runtime.bootstrap import BaseRecipe
-from polar_cli.runtime.images import harness_image_plan, image_names
+from polar_cli.runtime.images import harness_image_plan, image_names, relay_image_plan
 from polar_cli.swe.manifest import load_manifest
 from tests.support.fake_runtime import FakeRuntime
 
@@ -46,7 +46,7 @@ def fake_docker(monkeypatch: pytest.MonkeyPatch, images: set[str]) -> None:
 
 def demo_images() -> set[str]:
     instances = {str(i.image) for i in load_manifest(ROOT / "recipes" / "demo" / "instances.jsonl")}
-    return {image_names().base(BaseRecipe()), harness_image_plan("pi").tag, *instances}
+    return {image_names().base(BaseRecipe()), harness_image_plan("pi").tag, relay_image_plan().tag, *instances}
 
 
 def test_no_docker_engine_fails_with_exit_1_and_the_json_says_why(

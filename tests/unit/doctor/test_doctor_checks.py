@@ -332,3 +332,15 @@ def test_the_ca_bundle_builds_carry(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
     monkeypatch.setattr(images, "HOST_CA_BUNDLE", tmp_path / "absent.crt")
     assert ca_bundle_check({}).status == "warn"
+
+
+def test_the_relay_of_gateway_only_sandboxes_is_checked() -> None:
+    from polar_cli.doctor.checks import relay_check
+    from polar_cli.runtime.images import relay_image_plan
+
+    tag = relay_image_plan().tag
+    assert relay_check(FakeRuntime(images={tag}).image_exists, build=False, required=True).status == "ok"
+    missing = FakeRuntime(images=set()).image_exists
+    assert relay_check(missing, build=True, required=True).status == "warn"
+    failed = relay_check(missing, build=False, required=True)
+    assert failed.status == "fail" and tag in failed.detail and failed.fix == "bash scripts/setup-docker"

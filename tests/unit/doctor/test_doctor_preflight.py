@@ -11,7 +11,7 @@ from polar_cli.config import load_recipe
 from polar_cli.doctor import Check, diagnose, preflight, report
 from polar_cli.doctor.checks import HasImage
 from polar_cli.runtime.bootstrap import BaseRecipe
-from polar_cli.runtime.images import harness_image_plan, image_names
+from polar_cli.runtime.images import harness_image_plan, image_names, relay_image_plan
 from polar_cli.swe.manifest import load_manifest
 from tests.support.fake_runtime import FakeRuntime
 
@@ -21,7 +21,7 @@ DEMO = ROOT / "recipes" / "demo.yaml"
 
 def demo_images() -> set[str]:
     instances = {str(i.image) for i in load_manifest(ROOT / "recipes" / "demo" / "instances.jsonl")}
-    return {image_names().base(BaseRecipe()), harness_image_plan("pi").tag, *instances}
+    return {image_names().base(BaseRecipe()), harness_image_plan("pi").tag, relay_image_plan().tag, *instances}
 
 
 def fake_engine(monkeypatch: pytest.MonkeyPatch, images: set[str] | None) -> None:
@@ -106,7 +106,7 @@ def test_diagnose_without_a_recipe_lists_every_builtin_bundle_as_a_warning_at_mo
     fake_engine(monkeypatch, set())
     found = diagnose(None, tmp_path)
     names = [c.name for c in found]
-    assert names == ["docker", "base-image", *(f"bundle:{n}" for n in ADAPTERS), "disk", "ca-bundle"]
+    assert names == ["docker", "base-image", *(f"bundle:{n}" for n in ADAPTERS), "relay", "disk", "ca-bundle"]
     assert {c.status for c in found if c.name.startswith("bundle:")} == {"warn"}
     fake_engine(monkeypatch, None)
     assert [c.name for c in diagnose(None, tmp_path)] == ["docker", "images", "disk", "ca-bundle"]

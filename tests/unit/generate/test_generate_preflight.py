@@ -12,7 +12,7 @@ from polar_cli.config import load_recipe
 from polar_cli.errors import PolarError
 from polar_cli.generate.run import PreflightFailed, generate
 from polar_cli.runtime.bootstrap import BaseRecipe
-from polar_cli.runtime.images import harness_image_plan, image_names
+from polar_cli.runtime.images import harness_image_plan, image_names, relay_image_plan
 from polar_cli.swe.manifest import load_manifest
 from tests.support.fake_runtime import FakeRuntime
 
@@ -22,7 +22,9 @@ DEMO = ROOT / "recipes" / "demo.yaml"
 
 def demo_runtime() -> FakeRuntime:
     instances = {str(i.image) for i in load_manifest(ROOT / "recipes" / "demo" / "instances.jsonl")}
-    return FakeRuntime(images={image_names().base(BaseRecipe()), harness_image_plan("pi").tag, *instances})
+    return FakeRuntime(
+        images={image_names().base(BaseRecipe()), harness_image_plan("pi").tag, relay_image_plan().tag, *instances}
+    )
 
 
 def closed_port() -> int:
