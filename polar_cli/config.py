@@ -134,6 +134,9 @@ class EngineConfig(_Strict):
     """Seconds before the first restart; doubled after each failed one (at most 300)."""
     down_timeout: float = Field(default=900.0, gt=0)
     """A server given by URL that goes down: seconds to wait for it to answer again before the run exits 1."""
+    latency: float = Field(default=0.0, ge=0)
+    """kind=gold|noop: seconds each scripted answer takes, to stand in for a model's latency in tests and benchmarks
+    (refused for other kinds)."""
 
     @model_validator(mode="after")
     def _kind_fields(self) -> EngineConfig:
@@ -143,6 +146,8 @@ class EngineConfig(_Strict):
             raise ValueError("kind sglang needs url (a running server) or the sglang section (to launch one)")
         if self.kind in ("gold", "noop") and not self.tokenizer:
             raise ValueError(f"kind {self.kind} needs tokenizer (a tokenizer directory, or qwen3)")
+        if self.latency and self.kind not in ("gold", "noop"):
+            raise ValueError(f"latency is for the scripted engines (gold, noop), not kind {self.kind}")
         if self.token_in and self.tokenizer_source() is None:
             raise ValueError("token_in needs tokenizer (the model directory: its tokenizer and chat template)")
         return self
@@ -342,7 +347,8 @@ class Recipe(_Strict):
 # ---- loading -----------------------------------------------------------------------------------------------------
 
 
-def _errors_text(exc: ValidationError) -> str:
+def errors_text(exc: ValidationError) -> str:
+    """A validation error as one line: each failing key's dotted path and what is wrong with it."""
     lines = []
     for err in exc.errors(include_url=False):
         where = ".".join(str(p) for p in err["loc"]) or "(recipe)"
@@ -364,9 +370,9 @@ def _field_model(model: type[BaseModel], key: str) -> type[BaseModel] | Literal[
     return None
 
 
-def _leaf_annotation(path: Sequence[str], text: str) -> Any:
-    """Check that ``path`` names a recipe key; returns the leaf's type annotation (None inside a free dict)."""
-    model: type[BaseModel] | Literal["open"] | None = Recipe
+def _leaf_annotation(path: Sequence[str], text: str, root: type[BaseModel]) -> Any:
+    """Check that ``path`` names a key of ``root``; returns the leaf's type annotation (None inside a free dict)."""
+    model: type[BaseModel] | Literal["open"] | None = root
     annotation: Any = None
     for depth, key in enumerate(path):
         if model == "open":
@@ -389,8 +395,8 @@ def _is_text(annotation: Any) -> bool:
     return get_origin(annotation) in (Union, UnionType) and set(get_args(annotation)) == {str, type(None)}
 
 
-def apply_override(data: dict[str, Any], text: str) -> None:
-    """Set ``dotted.key=value`` in a raw recipe dict; ConfigError for a bad override.
+def apply_override(data: dict[str, Any], text: str, root: type[BaseModel] | None = None) -> None:
+    """Set ``dotted.key=value`` in a raw recipe dict (or another config of ``root``); ConfigError for a bad override.
 
     The value is read as YAML, except for text keys (instruction, paths, names), which take it verbatim: YAML would
     read ``Fix: {problem_statement}`` as a mapping. ``null`` still clears an optional text key.
@@ -399,7 +405,7 @@ def apply_override(data: dict[str, Any], text: str) -> None:
     path = key.strip().split(".")
     if not sep or not all(path):
         raise ConfigError(f"override {text!r}: expected dotted.key=value, e.g. concurrency.run=8")
-    annotation = _leaf_annotation(path, text)
+    annotation = _leaf_annotation(path, text, root or Recipe)
     if _is_text(annotation) and raw.strip() not in ("null", "~", ""):
         value: Any = raw
     else:
@@ -447,7 +453,7 @@ def parse_recipe(
     """Validate a raw recipe mapping after applying ``overrides``; ConfigError naming the keys otherwise."""
     if not isinstance(data, Mapping):
         raise ConfigError(f"{source}: expected a mapping of recipe keys, got {type(data).__name__}")
-    raw: dict[str, Any] = _plain(data)
+    raw: dict[str, Any] = plain(data)
     for text in overrides:
         apply_override(raw, text)
     if base is not None:
@@ -455,11 +461,11 @@ def parse_recipe(
     try:
         return Recipe.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError(f"{source}: {_errors_text(exc)}") from exc
+        raise ConfigError(f"{source}: {errors_text(exc)}") from exc
 
 
-def _plain(data: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: _plain(v) if isinstance(v, Mapping) else v for k, v in data.items()}
+def plain(data: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: plain(v) if isinstance(v, Mapping) else v for k, v in data.items()}
 
 
 def load_recipe(path: Path, overrides: Sequence[str] = ()) -> Recipe:

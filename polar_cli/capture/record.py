@@ -11,8 +11,8 @@ delta against the session's earlier records:
   Byte comparison runs at memcmp speed, so the writer thread holds the GIL for microseconds, not for a deep compare
   of two parsed 100 KB documents (which would stall the event loop's own syscalls behind it).
 - headers: ``same`` when equal to the previous call's.
-- ``prompt_mode``, ``prompt_note`` and ``template_rules``: only when set (lines without them are what older writers
-  wrote, and read back as None or empty).
+- ``prompt_mode``, ``prompt_note``, ``template_rules`` and ``weight_version``: only when set (lines without them are
+  what older writers wrote, and read back as None or empty).
 
 `Compactor` and `Expander` are the two directions; both are pure state machines (no I/O), and
 ``Expander.expand(Compactor.compact(r)) == r`` for every record in order. Files are written by `store.CaptureWriter`.
@@ -54,7 +54,8 @@ class CaptureRecord:
     token arrays and an ``error``. ``prompt_mode`` says how the gateway built the prompt (None: records written
     before the gateway said) and ``prompt_note`` why a call was rendered rather than token-in ("first call",
     "history edited at message 3"); ``template_rules`` the template-safety rules that reshaped the history before it
-    went upstream (`templates.normalize`).
+    went upstream (`templates.normalize`). ``weight_version`` is the model weights' version (as the RL trainer named
+    it, `gateway.pause`) current when the call was sent upstream; None when none was set or nothing was sent.
 
     ``prompt_ids`` is a list, except in records read with ``read_session_views``: a `PromptView` there.
     """
@@ -80,6 +81,7 @@ class CaptureRecord:
     prompt_mode: PromptMode | None = None
     prompt_note: str | None = None
     template_rules: tuple[str, ...] = ()
+    weight_version: str | None = None
     # The exact bytes of ``request`` / ``normalized`` when the caller has them (the gateway does): the compactor
     # diffs bytes, and serialising the dicts again would cost as much as the diff saves.
     request_bytes: bytes | None = field(default=None, compare=False, repr=False)
@@ -407,6 +409,8 @@ class Compactor:
             line["prompt_note"] = record.prompt_note
         if record.template_rules:
             line["template_rules"] = list(record.template_rules)
+        if record.weight_version is not None:
+            line["weight_version"] = record.weight_version
         if record.prompt_ids:
             self._prompts.append((record.seq, prompt))
         self._request = request if request is not None else self._request

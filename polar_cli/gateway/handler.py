@@ -13,6 +13,7 @@ import logging
 import secrets
 import time
 from array import array
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -22,7 +23,15 @@ from polar_cli.capture import CaptureRecord, CaptureWriter
 from polar_cli.capture.record import CaptureStatus, PromptMode
 from polar_cli.errors import ErrorKind, RequestError, UpstreamError
 from polar_cli.gateway.continuation import SampledTurn, TokenIn, answer_message, call_context, token_in_prompt
-from polar_cli.gateway.sessions import Session, SessionRegistry, api_key, redact_headers, redact_query
+from polar_cli.gateway.pause import Flight, ModelCallGate
+from polar_cli.gateway.sessions import (
+    Session,
+    SessionRegistry,
+    api_key,
+    apply_sampling,
+    redact_headers,
+    redact_query,
+)
 from polar_cli.gateway.upstream_client import UPSTREAM_PATH, Upstream
 from polar_cli.templates import TemplateTraits, make_template_safe
 from polar_cli.translate.codec import Codec, Route
@@ -38,7 +47,7 @@ from polar_cli.translate.upstream import (
     tool_kinds,
     upstream_error,
 )
-from polar_cli.wire.http11 import Request
+from polar_cli.wire.http11 import Request, Response
 
 log = logging.getLogger("polar.gateway")
 
@@ -50,6 +59,8 @@ class Reply:
     content_type: str = "application/json"
     # A streamed answer in its API's framing (SSE frames, or Google's JSON array), sent with chunked encoding.
     stream: list[bytes] | None = None
+    # A live stream (server-sent events of the rollout service): chunks written as they come, until it ends
+    live: AsyncIterator[bytes] | None = None
 
 
 @dataclass(slots=True)
@@ -77,6 +88,10 @@ class _Call:
     prompt_note: str | None = None
     # the template-safety rules that reshaped the history (templates/normalize.py)
     template_rules: tuple[str, ...] = ()
+    # the weights' version when the call was (last) sent upstream
+    weight_version: str | None = None
+    # the upstream call in flight (pause.py), for the abort when the harness hangs up
+    flight: Flight | None = None
 
 
 class Gateway:
@@ -100,8 +115,14 @@ class Gateway:
         # call ids: a random per-process prefix and a counter (uuid4 per call costs an urandom read on the hot path)
         self._id_prefix = secrets.token_hex(6)
         self._ids = itertools.count()
-        # aborts sent for calls whose harness hung up; awaited on close so none is dropped mid-flight
+        # aborts sent for calls whose harness hung up or that the gate aborted; awaited on close so none is dropped
         self._aborts: set[asyncio.Task[None]] = set()
+        # holds model calls back while the server's weights are replaced (pause.py)
+        self.gate = ModelCallGate(abort=self._send_abort)
+
+    def error_body(self, path: str, status: int, kind: str, message: str) -> bytes:
+        """An error in the API shape the caller of ``path`` reads (the server's own faults and refusals)."""
+        return orjson.dumps(error_codec_for_path(path).encode_error(status, kind, message))  # type: ignore[arg-type]
 
     async def handle(self, request: Request, state: CallState | None = None) -> Reply:
         if request.path == "/health":
@@ -135,20 +156,27 @@ class Gateway:
     async def _call_upstream(self, codec: Codec, call: _Call, chat: ChatRequest, state: CallState) -> Reply:
         completion_id = f"{self._id_prefix}{next(self._ids):012x}"
         body = call.upstream_body = chat_body(chat, self.options, rid=completion_id)
+        if call.session.sampling:
+            apply_sampling(body, call.session.sampling, self.options.max_tokens_cap)
         if self.options.reasoning == "reinject":
             body["messages"], _ = call.session.reasoning.reinject(body["messages"])
         if self.traits is not None:
             body["messages"], call.template_rules = make_template_safe(body["messages"], self.traits)
         call.upstream_bytes = orjson.dumps(body)
-        sent = call.upstream_bytes
-        ids = await self._token_in_prompt(call, body) if self.token_in is not None else None
+        sent_body, sent = body, call.upstream_bytes
+        ids = None
+        if self.token_in is not None and call.session.token_in:
+            ids = await self._token_in_prompt(call, body)
+        elif self.token_in is not None:
+            call.prompt_mode, call.prompt_note = "rendered", "token-in is off for this session"
         if ids is not None:
             # the capture keeps the body without the ids (they are the record's prompt ids): no quadratic growth
-            sent = orjson.dumps(token_in_request(self.options.dialect, body, ids)[1])
+            sent_body = token_in_request(self.options.dialect, body, ids)[1]
+            sent = orjson.dumps(sent_body)
         try:
             state.waiting_upstream = True
             try:
-                response = await self.upstream.post_json(UPSTREAM_PATH, sent, session=call.session.id)
+                response = await self._send(call, sent_body, sent)
             finally:
                 state.waiting_upstream = False
             if response.status != 200:
@@ -173,10 +201,11 @@ class Gateway:
         except asyncio.CancelledError:
             # the harness hung up: free the server's slot, keep a record of the attempt
             self._record(call, "client_error", error="client disconnected before the answer")
-            if self.options.dialect.aborts:
-                task = asyncio.get_running_loop().create_task(self._abort(completion_id))
-                self._aborts.add(task)
-                task.add_done_callback(self._aborts.discard)
+            flight = call.flight
+            if flight is not None and not flight.task.done():
+                flight.task.cancel()
+                if flight.rid is not None:
+                    self._send_abort(flight.rid)
             raise
         completion = _completion(completion_id, chat, answer, codec.tool_call_id_prefix, call.started)
         self._remember(call.session, body, completion, answer)
@@ -185,6 +214,44 @@ class Gateway:
             return Reply(200, orjson.dumps(codec.encode_response(chat, completion)))
         stream = codec.stream(chat, completion, call.route)
         return Reply(200, b"", stream.content_type, stream=stream.chunks)
+
+    async def _send(self, call: _Call, body: dict[str, Any], data: bytes) -> Response:
+        """The upstream answer to ``data`` (``body``), sent through the gate: it waits while the gate is closed, and a
+        call the gate aborts is sent again once it opens, under a fresh rid. A hang-up (this task cancelled) leaves
+        ``call.flight`` set to the call still in flight, whose task the caller cancels."""
+        first_rid = body.get("rid")
+        replays = 0
+        while True:
+            await self.gate.enter(replay=replays > 0)
+            call.weight_version = self.gate.weight_version
+            rid = body.get("rid")
+            post = self.upstream.post_json(UPSTREAM_PATH, data, session=call.session.id)
+            flight = call.flight = self.gate.send(post, rid if isinstance(rid, str) else None)
+            await asyncio.wait((flight.task,))  # a CancelledError here is our own: the harness hung up
+            call.flight = None
+            task = flight.task
+            if not (flight.aborted and (task.cancelled() or task.exception() is not None)):
+                response: Response = task.result()
+                return response
+            # aborted by the gate for a weight update: the same call again once the gate opens, the harness none the
+            # wiser (a fresh rid: the server may still hold the aborted one)
+            replays += 1
+            log.info("session %s call %d: aborted by the gate, replayed when it opens", call.session.id, call.seq)
+            if isinstance(first_rid, str) and call.upstream_body is not None:
+                fresh = f"{first_rid}-r{replays}"
+                body = {**body, "rid": fresh}
+                data = orjson.dumps(body)
+                call.upstream_body = {**call.upstream_body, "rid": fresh}
+                call.upstream_bytes = orjson.dumps(call.upstream_body)
+
+    def _send_abort(self, rid: str) -> asyncio.Task[None] | None:
+        """Ask the server to drop the request ``rid`` (when its dialect aborts); the task doing it, kept until close."""
+        if not self.options.dialect.aborts:
+            return None
+        task = asyncio.get_running_loop().create_task(self._abort(rid))
+        self._aborts.add(task)
+        task.add_done_callback(self._aborts.discard)
+        return task
 
     async def _token_in_prompt(self, call: _Call, body: dict[str, Any]) -> list[int] | None:
         """The exact prompt ids of a call that continues an earlier one (module `continuation`); None: rendered."""
@@ -264,6 +331,7 @@ class Gateway:
             prompt_mode=call.prompt_mode,
             prompt_note=call.prompt_note,
             template_rules=call.template_rules,
+            weight_version=call.weight_version,
         )
         try:
             self.capture.write(record)

@@ -14,6 +14,10 @@ the relay, `runtime.base.GATEWAY_ONLY`).
 
 A peer that breaks HTTP gets a 4xx in the API shape its path suggests, then the connection closes. A crash inside the
 handler is a 500 in that shape, the connection closes, and the server keeps serving others.
+
+The server serves any `Handler`: the gateway (`handler.Gateway`), or the rollout service's API (`serve.api`). A reply
+may be ``live``: an async stream of chunks (server-sent events) written as they come, until it ends or the peer
+hangs up (which cancels it).
 """
 
 from __future__ import annotations
@@ -24,12 +28,10 @@ import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import orjson
+from typing import Protocol
 
 from polar_cli.errors import PeerProtocolError
-from polar_cli.gateway.handler import CallState, Gateway, Reply
-from polar_cli.translate.registry import error_codec_for_path
+from polar_cli.gateway.handler import CallState, Reply
 from polar_cli.wire.http11 import (
     CONTINUE,
     LAST_CHUNK,
@@ -55,8 +57,20 @@ class ServerLimits:
     request_timeout: float = 60.0
 
 
+class Handler(Protocol):
+    """What the server serves: one request in, one reply out."""
+
+    async def handle(self, request: Request, state: CallState) -> Reply: ...
+
+    def error_body(self, path: str, status: int, kind: str, message: str) -> bytes:
+        """An error in the shape the caller of ``path`` reads."""
+        ...
+
+    async def close(self) -> None: ...
+
+
 class GatewayProtocol(asyncio.Protocol):
-    def __init__(self, gateway: Gateway, limits: ServerLimits, connections: set[GatewayProtocol]) -> None:
+    def __init__(self, gateway: Handler, limits: ServerLimits, connections: set[GatewayProtocol]) -> None:
         self._gateway = gateway
         self._limits = limits
         self._connections = connections
@@ -136,14 +150,26 @@ class GatewayProtocol(asyncio.Protocol):
             return
         except Exception:
             log.exception("handler crashed on %s %s", request.method, request.path)
-            codec = error_codec_for_path(request.path)
-            body = orjson.dumps(codec.encode_error(500, "upstream", "internal gateway error"))
+            body = self._gateway.error_body(request.path, 500, "upstream", "internal gateway error")
             reply = Reply(500, body)
             request = Request(request.method, request.target, request.path, request.query, {}, b"", False)
         transport = self._transport
         if transport is None:
             return
-        self._write(transport, reply, request.keep_alive)
+        if reply.live is not None:
+            try:
+                await self._write_live(transport, reply, request.keep_alive)
+            except asyncio.CancelledError:
+                self._task = None
+                self._close()
+                return
+            except Exception:  # the answer began: all that is left to do is close the connection
+                log.exception("live reply to %s %s failed", request.method, request.path)
+                self._task = None
+                self._close()
+                return
+        else:
+            self._write(transport, reply, request.keep_alive)
         self._task = None
         if not request.keep_alive:
             self._close()
@@ -171,11 +197,26 @@ class GatewayProtocol(asyncio.Protocol):
             headers.append(("connection", "close"))
         transport.writelines([encode_head(reply.status, headers), *map(encode_chunk, reply.stream), LAST_CHUNK])
 
+    async def _write_live(self, transport: asyncio.Transport, reply: Reply, keep_alive: bool) -> None:
+        assert reply.live is not None
+        headers = [
+            ("content-type", reply.content_type),
+            ("cache-control", "no-cache"),
+            ("transfer-encoding", "chunked"),
+        ]
+        if not keep_alive:
+            headers.append(("connection", "close"))
+        transport.write(encode_head(reply.status, headers))
+        async for chunk in reply.live:
+            if self._transport is None:
+                return
+            transport.write(encode_chunk(chunk))
+        transport.write(LAST_CHUNK)
+
     def _fail(self, exc: PeerProtocolError) -> None:
         if self._transport is None:
             return
-        codec = error_codec_for_path(exc.path or "")
-        body = orjson.dumps(codec.encode_error(exc.status, exc.kind, exc.message))
+        body = self._gateway.error_body(exc.path or "", exc.status, exc.kind, exc.message)
         self._transport.write(encode_response(exc.status, body, keep_alive=False))
         self._close()
 
@@ -208,7 +249,7 @@ class GatewayProtocol(asyncio.Protocol):
 class GatewayServer:
     """The listening sockets (TCP, and a Unix socket for gateway-only sandboxes) and their connections."""
 
-    def __init__(self, gateway: Gateway, limits: ServerLimits = ServerLimits()) -> None:
+    def __init__(self, gateway: Handler, limits: ServerLimits = ServerLimits()) -> None:
         self.gateway = gateway
         self.limits = limits
         self._server: asyncio.Server | None = None

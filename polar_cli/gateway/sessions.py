@@ -1,4 +1,9 @@
-"""Sessions, bound to the API key the harness sends: the key a harness is given IS its session key."""
+"""Sessions, bound to the API key the harness sends: the key a harness is given IS its session key.
+
+A session may also carry sampling parameters of its own (an RL trainer's rollout temperature, a per-sample seed):
+they replace the harness's values in every upstream body of the session (`apply_sampling`), but never the fields
+the gateway's capture and routing rest on (`PROTECTED_FIELDS`).
+"""
 
 from __future__ import annotations
 
@@ -7,14 +12,37 @@ import secrets
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import parse_qs
 
 from polar_cli.errors import AuthError
 from polar_cli.gateway.continuation import SampledTurn
 from polar_cli.gateway.reasoning import ReasoningMemory
+from polar_cli.translate.dialects import DIALECTS
 
 # answered calls a session keeps for token-in continuation (sub-agents and side requests interleave with the main one)
 TURNS_KEPT = 16
+
+# Upstream body fields a session's sampling may not set: the conversation and its routing, the token-capture fields of
+# every dialect, the token-in routes, and what would change the answer's shape (streaming, several choices, echo).
+PROTECTED_FIELDS = frozenset(
+    {
+        "model",
+        "messages",
+        "tools",
+        "tool_choice",
+        "parallel_tool_calls",
+        "stream",
+        "stream_options",
+        "rid",
+        "input_ids",
+        "kv_transfer_params",
+        "logprobs",
+        "n",
+        "echo",
+        *(key for d in DIALECTS.values() for key in d.token_fields),
+    }
+)
 
 
 @dataclass(slots=True)
@@ -24,6 +52,10 @@ class Session:
     # what the gateway remembers of the session's answers (`reasoning`, `continuation`)
     reasoning: ReasoningMemory = field(default_factory=ReasoningMemory)
     turns: deque[SampledTurn] = field(default_factory=lambda: deque(maxlen=TURNS_KEPT))
+    # fields that replace the harness's own in every upstream body of the session (`apply_sampling`)
+    sampling: Mapping[str, Any] | None = None
+    # False: this session's calls are always rendered by the server, even on a gateway in token-in mode
+    token_in: bool = True
 
     def next_seq(self) -> int:
         seq = self.calls
@@ -38,10 +70,26 @@ class SessionRegistry:
         self.allow_unknown = allow_unknown
         self._by_key: dict[str, Session] = {}
 
-    def open(self, session_id: str, key: str | None = None) -> str:
-        """Register a session and return the key its harness must send as its API key."""
+    def open(
+        self,
+        session_id: str,
+        key: str | None = None,
+        *,
+        sampling: Mapping[str, Any] | None = None,
+        token_in: bool = True,
+    ) -> str:
+        """Register a session and return the key its harness must send as its API key.
+
+        ``sampling`` (``temperature``, ``seed``, ``top_p``, ``max_tokens``, ...) replaces the harness's values in every
+        upstream call of the session; a `PROTECTED_FIELDS` key is a ValueError.
+        """
+        if sampling:
+            refused = sorted(set(sampling) & PROTECTED_FIELDS)
+            if refused:
+                raise ValueError(f"session sampling may not set {', '.join(refused)}: the gateway owns them")
+            sampling = dict(sampling)
         key = key or f"sk-polar-{secrets.token_urlsafe(24)}"
-        self._by_key[key] = Session(session_id)
+        self._by_key[key] = Session(session_id, sampling=sampling or None, token_in=token_in)
         return key
 
     def close(self, key: str) -> Session | None:
@@ -59,6 +107,20 @@ class SessionRegistry:
         # the key itself is a secret of the caller's: name the session by a digest, never by the key
         session = self._by_key[key] = Session(f"key-{hashlib.sha256(key.encode()).hexdigest()[:16]}")
         return session
+
+
+def apply_sampling(body: dict[str, Any], sampling: Mapping[str, Any], max_tokens_cap: int | None) -> None:
+    """Replace ``body``'s fields with the session's ``sampling`` (checked at `SessionRegistry.open`); a None value
+    drops the harness's own (the server's default then applies); ``max_tokens`` stays within the engine's cap."""
+    for key, value in sampling.items():
+        if key in PROTECTED_FIELDS:  # refused at open; never trust a mapping changed since
+            continue
+        if key == "max_tokens" and max_tokens_cap is not None and (value is None or value > max_tokens_cap):
+            value = max_tokens_cap
+        if value is None:
+            body.pop(key, None)
+        else:
+            body[key] = value
 
 
 def api_key(headers: Mapping[str, str], query: str) -> str | None:

@@ -243,7 +243,7 @@ def load_harness_config(path: str) -> dict[str, CustomHarnessConfig]:
     import yaml
     from pydantic import TypeAdapter, ValidationError
 
-    from polar_cli.config import _errors_text as errors_text
+    from polar_cli.config import errors_text
     from polar_cli.errors import ConfigError
 
     source = f"harness config {path}"

@@ -115,7 +115,7 @@ async def open_engine(config: EngineConfig, run_dir: Path, *, executor: Executor
     if config.kind in ("gold", "noop"):
         tokenizer = await loop.run_in_executor(executor, load_tokenizer, config)
         model = config.model or f"polar-{config.kind}"
-        scripted = ScriptedUpstream(POLICIES[config.kind], tokenizer, model, executor=executor)
+        scripted = ScriptedUpstream(POLICIES[config.kind], tokenizer, model, executor=executor, latency=config.latency)
         handle = EngineHandle(config.kind, scripted, _options(config, model), config.gpu_count(), tokenizer.eot_id)
         handle.scripted = scripted
         handle.token_in = token_in_of(tokenizer) if config.token_in else None

@@ -8,7 +8,8 @@ the capture and the trajectory builders are the same for gold and for a real eng
 
 Which session a call belongs to: the gateway names it in the upstream call (``post_json(..., session=...)``, the
 gateway session's id); the engine answers for the `Task` bound to that session (`bind`). Tokenisation runs on an
-executor thread, so long prompts never stall the event loop that serves every harness.
+executor thread, so long prompts never stall the event loop that serves every harness. ``latency`` (the recipe's
+``engine.latency``) makes every chat answer take that many seconds more, a stand-in for a model in tests and benchmarks.
 """
 
 from __future__ import annotations
@@ -48,9 +49,17 @@ class ScriptedUpstream:
     """SGLang-shaped answers from ``policy``, token ids from ``tokenizer``."""
 
     def __init__(
-        self, policy: Policy, tokenizer: ChatTokenizer, model: str, *, executor: Executor | None = None
+        self,
+        policy: Policy,
+        tokenizer: ChatTokenizer,
+        model: str,
+        *,
+        executor: Executor | None = None,
+        latency: float = 0.0,
     ) -> None:
         self.policy = policy
+        # seconds each chat answer takes (a stand-in for a model's latency in tests and benchmarks)
+        self.latency = latency
         self.tokenizer = tokenizer
         self.model = model
         self.base_url = f"polar-{policy.name}://in-process"
@@ -79,6 +88,8 @@ class ScriptedUpstream:
         if request.get("stream"):
             return _error(400, "return_token_ids is not supported with streaming")
         task = self._tasks.get(session) if session is not None else None
+        if self.latency > 0:
+            await asyncio.sleep(self.latency)
         loop = asyncio.get_running_loop()
         try:
             answer = await loop.run_in_executor(self._executor, self.answer, request, task)

@@ -16,10 +16,13 @@ import logging
 import os
 import shutil
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from polar_cli.capture import CaptureWriter
 from polar_cli.gateway.handler import Gateway
+from polar_cli.gateway.pause import ModelCallGate
 from polar_cli.gateway.server import GatewayServer
 from polar_cli.gateway.sessions import SessionRegistry
 from polar_cli.inference.engines import EngineHandle
@@ -38,7 +41,7 @@ class NodeGateway:
         self._public_url = url
         self.sessions = SessionRegistry()
         self.capture = CaptureWriter(capture_dir)
-        gateway = Gateway(
+        self.gateway = gateway = Gateway(
             upstream=engine.upstream,
             options=engine.options,
             sessions=self.sessions,
@@ -71,9 +74,25 @@ class NodeGateway:
                 log.info("gateway also on %s", directory / GATEWAY_SOCKET_NAME)
             return self.socket_dir
 
-    def open_session(self, session_id: str, task: Task | None) -> str:
-        """Register a session; returns the key its harness sends as its API key. Call on the event loop."""
-        key = self.sessions.open(session_id)
+    @property
+    def gate(self) -> ModelCallGate:
+        """The gate that holds model calls back during a weight sync (`gateway.pause`)."""
+        return self.gateway.gate
+
+    def open_session(
+        self,
+        session_id: str,
+        task: Task | None,
+        *,
+        sampling: Mapping[str, Any] | None = None,
+        token_in: bool = True,
+    ) -> str:
+        """Register a session; returns the key its harness sends as its API key. Call on the event loop.
+
+        ``sampling`` replaces the harness's sampling fields in the session's upstream calls (`gateway.sessions`);
+        ``token_in`` False has a token-in gateway render this session's calls (a rollout task that turned it off).
+        """
+        key = self.sessions.open(session_id, sampling=sampling, token_in=token_in)
         if self.engine.scripted is not None and task is not None:
             self.engine.scripted.bind(session_id, task)
         return key

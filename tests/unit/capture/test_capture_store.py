@@ -116,9 +116,12 @@ def test_common_prefix_len_matches_naive_scan() -> None:
 
 
 def _with_prompt_modes(records: list[CaptureRecord]) -> list[CaptureRecord]:
-    """Call 0 rendered (nothing to continue), odd calls token-in, call 7 rendered after an edit, the rest unset."""
+    """Call 0 rendered (nothing to continue), odd calls token-in, call 7 rendered after an edit, the rest unset;
+    calls 1 to 4 sampled with weights "v1", calls 6 on with "v2" (a weight sync between), the rest unset."""
     out = []
     for r in records:
+        if 1 <= r.seq <= 4 or r.seq >= 6:
+            r = dataclasses.replace(r, weight_version="v1" if r.seq <= 4 else "v2")
         if r.seq == 0:
             r = dataclasses.replace(
                 r, prompt_mode="rendered", prompt_note="first call", template_rules=("fold_leading_system",)
@@ -162,6 +165,10 @@ def test_compact_then_expand_is_exact_and_stores_history_once(views: bool, modes
             "fold_leading_system",
         )
     assert "template_rules" not in lines[1] and back[1].template_rules == ()
+    # weight_version likewise
+    assert [r.weight_version for r in back[:7]] == ([None, "v1", "v1", "v1", "v1", None, "v2"] if modes else [None] * 7)
+    assert ["weight_version" in line for line in lines[:2]] == [False, modes]
+    assert "weight_version" not in lines[5]
 
 
 def test_a_line_written_before_prompt_modes_existed_reads_back_without_them(tmp_path: Path) -> None:
@@ -176,7 +183,7 @@ def test_a_line_written_before_prompt_modes_existed_reads_back_without_them(tmp_
     path.write_bytes(orjson.dumps(line) + b"\n")
     for read in (read_session, read_session_views):
         (record,) = read(path)
-        assert (record.prompt_mode, record.prompt_note) == (None, None)
+        assert (record.prompt_mode, record.prompt_note, record.weight_version) == (None, None, None)
         assert record.prompt_ids == [1, 2, 3] and record.request == {"model": "m"}
 
 
