@@ -21,7 +21,7 @@ def build_app() -> typer.Typer:
 
     for name, module_name in COMMANDS:
         module = importlib.import_module(f"polar_cli.commands.{module_name}")
-        app.command(name)(getattr(module, module_name))
+        app.command(name)(getattr(module, name.replace("-", "_")))
     return app
 
 

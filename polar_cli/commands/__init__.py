@@ -5,7 +5,7 @@ to exit codes and the one ``error:`` line live in `common`. Heavy dependencies (
 imported inside the functions that use them, so `polar --help` and `polar proxy` start fast.
 """
 
-# (command name, module under polar_cli.commands); each module defines a function of the module's name
+# (command name, module under polar_cli.commands); the module defines a function of the command's name
 COMMANDS: tuple[tuple[str, str], ...] = (
     ("generate", "generate"),
     ("evaluate", "evaluate"),
@@ -16,4 +16,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("doctor", "doctor"),
     ("proxy", "proxy"),
     ("merge-traces", "merge_traces"),
+    ("serve", "serve"),
+    ("submit", "submit"),
+    ("status", "submit"),
 )

@@ -171,6 +171,7 @@ class StagePools(Generic[T, S, O]):
         self._post_queue: deque[_InFlight[T, S]] = deque()
         self._tasks: set[asyncio.Task[None]] = set()
         self._held: dict[int, _InFlight[T, S]] = {}  # sessions that INIT made ready, for cancellation
+        self._initialising: list[_InFlight[T, S]] = []  # sessions in INIT, for `cancel`
         self._idle: asyncio.Event | None = None
         self.finished = 0
         self.failed = 0
@@ -223,19 +224,45 @@ class StagePools(Generic[T, S, O]):
         if self._idle is not None:
             self._advance()
 
+    def feed(self) -> None:
+        """More jobs may have come (a long-lived source such as the rollout service's queue): ask it again."""
+        self._jobs_done = False
+        if self._idle is not None:
+            self._advance()
+
     def abort(self, reason: str, *, ready: bool = False) -> int:
         """End every session in RUN (and in READY, with ``ready``) as ``run_error: reason``; returns how many."""
+        return self.cancel(lambda job: True, reason, ready=ready, init=False)
+
+    def cancel(self, match: Callable[[Job[T]], bool], reason: str, *, ready: bool = True, init: bool = True) -> int:
+        """End the sessions of the jobs ``match`` picks as ``run_error: reason``, each through POSTRUN (its
+        container is collected and removed): those in RUN are cancelled, those in READY (``ready``) go straight to
+        POSTRUN, those in INIT (``init``) go there once INIT returns, and those queued for a retry are dropped.
+        Returns how many sessions it ended or marked."""
         n = 0
         for s in list(self._in_run.values()):
-            if s.task is not None and s.aborted is None:
+            if s.task is not None and s.aborted is None and match(s.job):
                 s.aborted = reason
                 s.task.cancel()
                 n += 1
-        while ready and self._ready:
-            s = self._ready.popleft()
-            s.end = RunEnd("run_error", error=reason)
-            self._post_queue.append(s)
-            n += 1
+        if ready:
+            keep: deque[_InFlight[T, S]] = deque()
+            for s in self._ready:
+                if match(s.job):
+                    s.end = RunEnd("run_error", error=reason)
+                    self._post_queue.append(s)
+                    n += 1
+                else:
+                    keep.append(s)
+            self._ready = keep
+        if init:
+            for s in self._initialising:
+                if s.aborted is None and match(s.job):
+                    s.aborted = reason
+                    n += 1
+            before = len(self._retry)
+            self._retry = deque(j for j in self._retry if not match(j))
+            n += before - len(self._retry)
         if n:
             self._advance()
         return n
@@ -287,10 +314,13 @@ class StagePools(Generic[T, S, O]):
     async def _init_stage(self, s: _InFlight[T, S]) -> None:
         s.started = s.mark = self.clock()
         s.deadline = s.started + s.job.timeout
+        self._initialising.append(s)
         try:
             async with asyncio.timeout(s.job.timeout):
                 s.session = await self.stages.init(s.job, s.deadline)
             self._held[id(s)] = s
+            if s.aborted is not None:  # `cancel` while it was in INIT: straight to POSTRUN
+                s.end = RunEnd("run_error", error=s.aborted)
         except TimeoutError:
             s.end = RunEnd("timeout", error=f"INIT did not finish within the {s.job.timeout:g} s session timeout")
         except Exception as exc:
@@ -298,6 +328,7 @@ class StagePools(Generic[T, S, O]):
             s.end = RunEnd("init_error", error=str(exc) or type(exc).__name__)
         finally:
             self._init -= 1
+            self._initialising.remove(s)
         now = self.clock()
         s.timings.init, s.mark = now - s.mark, now
         (self._ready if s.end is None else self._post_queue).append(s)

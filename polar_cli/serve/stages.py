@@ -1,0 +1,316 @@
+"""The node's stage functions for `polar serve`: one sample of a task as a harness session in Docker, graded.
+
+The same steps as a generate run's (`generate.stages`): INIT opens the session at the gateway (with the sample's
+sampling fields, its seed among them) and prepares the container; RUN runs the harness; POSTRUN takes the patch and
+the harness's logs, removes the container, reads the capture back, builds the trajectories with the task's builder
+and grades the patch with the task's evaluator (`serve.evaluators`). The session's status uses generate's vocabulary
+(`generate.rows.status_of`), mapped to the four a trainer sees (`serve.results`): the machinery's failures are
+``error``, running out of time is ``timeout``, anything else the harness did is ``completed`` and graded. A session
+whose task was cancelled (or cut by early stop) is not graded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from polar_cli.capture import CaptureRecord, read_session_views
+from polar_cli.capture.store import session_file
+from polar_cli.config import EvalConfig
+from polar_cli.generate.rows import INFRA, SessionFacts, status_of
+from polar_cli.generate.session_logs import log_excerpt, run_logs, write_session_logs
+from polar_cli.harness.base import Wiring
+from polar_cli.harness.session import HarnessRun, Prepared, SessionSpec, mount_bundle
+from polar_cli.inference.gold import Task
+from polar_cli.node.gateway import NodeGateway
+from polar_cli.node.pools import Job, RunEnd, Timings
+from polar_cli.node.session_steps import SessionSteps, in_thread
+from polar_cli.runtime.base import GATEWAY_ONLY, Runtime
+from polar_cli.serve.evaluators import Graded, evaluate
+from polar_cli.serve.results import SessionOutput
+from polar_cli.serve.tasks import TaskPlan
+from polar_cli.swe.manifest import Instance
+from polar_cli.trajectory import Build, per_request, prefix_merging
+
+log = logging.getLogger("polar.serve")
+
+
+@dataclass(frozen=True, slots=True)
+class SessionJob:
+    """Sample ``index`` of a task, its ``attempt``-th try (a machinery error is tried again)."""
+
+    plan: TaskPlan
+    index: int
+    attempt: int = 1
+
+    @property
+    def task_id(self) -> str:
+        return self.plan.task_id
+
+    @property
+    def key(self) -> str:
+        return session_job_key(self.plan.task_id, self.index)
+
+    def new_session_id(self) -> str:
+        return f"{self.plan.task_id}.{self.index}.{self.attempt}.{secrets.token_hex(3)}"
+
+
+def session_job_key(task_id: str, index: int) -> str:
+    return f"{task_id}#{index}"
+
+
+@dataclass(slots=True)
+class ServeSession:
+    session_id: str
+    key: str
+    prepared: Prepared
+
+
+def stand_in_instance(plan: TaskPlan) -> Instance:
+    """What generate's status rules read of an instance, for a task that has none."""
+    return Instance(plan.task_id, "", "", plan.instruction, "", "", (), ())
+
+
+def weight_versions(records: Sequence[CaptureRecord], seqs: Sequence[int] | None = None) -> list[str]:
+    wanted = None if seqs is None else set(seqs)
+    found = {
+        str(v)
+        for r in records
+        if (wanted is None or r.seq in wanted) and (v := getattr(r, "weight_version", None)) is not None
+    }
+    return sorted(found)
+
+
+class ServeStages:
+    """The `node.pools.Stages` of the rollout service."""
+
+    def __init__(
+        self,
+        *,
+        runtime: Runtime,
+        steps: SessionSteps,
+        gateway: NodeGateway,
+        executor: Executor,
+        state_dir: Path,
+        eval_settings: EvalConfig,
+        eval_timeout: float,
+        build_images: bool,
+        name: str,
+        eot_token_id: int | None,
+        cancelled: Callable[[SessionJob], str | None],
+    ) -> None:
+        self.runtime = runtime
+        self.steps = steps
+        self.gateway = gateway
+        self.executor = executor
+        self.state_dir = state_dir
+        self.eval_settings = eval_settings
+        self.eval_timeout = eval_timeout
+        self.build_images = build_images
+        self.eot_token_id = eot_token_id
+        self.cancelled = cancelled
+        self.model = gateway.engine.model
+        self.eval_logs = run_logs(state_dir, name)
+        self._bundles: dict[str, str | None] = {}
+        self._images: set[str] = set()
+        self._lock = asyncio.Lock()
+        self._sandbox: tuple[str, str] | None = None
+
+    # ---- what INIT needs once per harness / image -----------------------------------------------------------------
+
+    async def bundle(self, plan: TaskPlan) -> str | None:
+        name = plan.harness.name
+        async with self._lock:
+            if name not in self._bundles:
+                adapter = plan.harness
+                self._bundles[name] = await in_thread(
+                    self.executor, lambda: mount_bundle(self.runtime, adapter, build=self.build_images, log=log.info)
+                )
+            return self._bundles[name]
+
+    async def image(self, plan: TaskPlan) -> None:
+        """The task's image present: built when its manifest can build it (as generate does), else pulled."""
+        from polar_cli.serve.models import InstanceRef
+        from polar_cli.swe.images import build_instance_images, ensure_image
+
+        if plan.image in self._images:
+            return
+        ref = plan.request.instance
+        buildable = self.build_images and plan.instance is not None and plan.instance.build is not None
+
+        def ready() -> None:
+            if buildable and isinstance(ref, InstanceRef) and not self.runtime.image_exists(plan.image):
+                build_instance_images(ref.manifest, self.runtime, log=log.info)
+            ensure_image(self.runtime, plan.image)
+
+        async with self._lock:
+            await in_thread(self.executor, ready)
+        self._images.add(plan.image)
+
+    async def sandbox(self) -> tuple[str, str]:
+        async with self._lock:
+            if self._sandbox is None:
+                socket_dir = await self.gateway.listen_unix()
+                relay = await in_thread(
+                    self.executor, lambda: self.runtime.relay(build=self.build_images, log=log.info)
+                )
+                self._sandbox = (str(socket_dir), relay)
+            return self._sandbox
+
+    # ---- the stages ---------------------------------------------------------------------------------------------
+
+    async def init(self, job: Job[SessionJob], deadline: float) -> ServeSession:
+        sj = job.payload
+        plan = sj.plan
+        bundle = await self.bundle(plan)
+        await self.image(plan)
+        session_id = sj.new_session_id()
+        gold = Task(plan.instance.instance_id, plan.instance.patch, plan.workdir) if plan.instance else None
+        sampling = plan.request.sampling.for_sample(sj.index)
+        key = self.gateway.open_session(session_id, gold, sampling=sampling or None, token_in=plan.token_in)
+        try:
+            sandbox = await self.sandbox() if plan.network == GATEWAY_ONLY else None
+            spec = SessionSpec(
+                session_id=session_id,
+                harness=plan.harness,
+                image=plan.image,
+                instruction=plan.instruction,
+                bundle=bundle,
+                base_commit=(plan.instance.base_commit or None) if plan.instance else None,
+                workdir=plan.workdir,
+                timeout=plan.timeout,
+                network=plan.network,
+                gateway_socket=sandbox[0] if sandbox else None,
+                relay=sandbox[1] if sandbox else None,
+                cpus=plan.cpus,
+                memory_bytes=plan.memory_mb * 1024 * 1024 if plan.memory_mb else None,
+                output_limit=plan.output_limit_mb * 1024 * 1024 if plan.output_limit_mb else None,
+                labels={"polar.task": plan.task_id, "polar.key": sj.key},
+            )
+            model = plan.request.harness_spec().model
+            prepared = await self.steps.prepare(spec, Wiring(self.gateway.url, key, model))
+        except BaseException:
+            self.gateway.close_session(key)
+            raise
+        return ServeSession(session_id, key, prepared)
+
+    async def run(self, job: Job[SessionJob], session: ServeSession, deadline: float) -> HarnessRun:
+        return await self.steps.run(session.prepared, deadline, job.payload.plan.agent_timeout)
+
+    async def discard(self, job: Job[SessionJob], session: ServeSession) -> None:
+        self.gateway.close_session(session.key)
+        await self.steps.discard(session.prepared)
+
+    async def postrun(
+        self, job: Job[SessionJob], session: ServeSession | None, end: RunEnd, timings: Timings
+    ) -> SessionOutput:
+        sj = job.payload
+        plan = sj.plan
+        harness_run = end.value if isinstance(end.value, HarnessRun) else None
+        collected = None
+        records: list[CaptureRecord] = []
+        session_id = session.session_id if session is not None else ""
+        if session is not None:
+            artifacts = self.state_dir / "artifacts" / session_id
+            try:
+                collected = await self.steps.finish(
+                    session.prepared, artifacts, harness_run.output if harness_run is not None else None
+                )
+            finally:
+                self.gateway.close_session(session.key)
+            records = await in_thread(self.executor, lambda: self._records(session_id))
+        build = await in_thread(self.executor, lambda: self._build(plan, records))
+        cancelled = self.cancelled(sj)
+        graded: Graded | None = None
+        log_path = None
+        if cancelled is None and collected is not None and not collected.error and harness_run is not None:
+            patch, ran_ok = collected.patch, harness_run.status == "ok"
+            graded = await in_thread(
+                self.executor,
+                lambda: evaluate(self.runtime, plan, patch, ran_ok, self.eval_settings, self.eval_timeout, self.model),
+            )
+            if graded.evaluation is not None:
+                evaluation = graded.evaluation
+                log_path = await in_thread(self.executor, lambda: self._write_logs(evaluation, session_id))
+        facts = SessionFacts(
+            key=sj.key,
+            session_id=session_id,
+            instance=plan.instance or stand_in_instance(plan),
+            harness=plan.harness.name,
+            attempt=sj.attempt,
+            model=self.model,
+            end=end,
+            harness_run=harness_run,
+            collected=collected,
+            records=records,
+            build=build,
+            evaluation=graded.evaluation if graded is not None else None,
+        )
+        status, detail = status_of(facts)
+        reason: str | None
+        if cancelled is not None:
+            kind, reason = "cancelled", f"cancelled: {cancelled}"
+        elif status in INFRA:
+            kind, reason = "error", f"{status.lower()}: {detail}"
+        elif status in ("TIMEOUT", "INIT_TIMEOUT"):
+            kind, reason = "timeout", f"timeout: {detail}"
+        else:
+            kind, reason = "completed", (f"{status.lower()}: {detail}" if status != "OK" else None)
+        report = dict(graded.report) if graded is not None else None
+        if report is not None and graded is not None and graded.evaluation is not None:
+            report["log_path"] = log_path
+            report["log_excerpt"] = log_excerpt(graded.evaluation)
+        return SessionOutput(
+            session_id=session_id,
+            status=kind,  # type: ignore[arg-type]
+            reason=reason,
+            reported_reward=graded.reward if graded is not None else None,
+            report=report,
+            traces=[{**t.to_row(), "weight_versions": weight_versions(records, t.seqs)} for t in build.traces],
+            patch=collected.patch if collected is not None else "",
+            exit_code=harness_run.exit_code if harness_run is not None else None,
+            timings={
+                **timings.to_dict(),
+                "eval": round(graded.evaluation.seconds, 3) if graded and graded.evaluation else 0.0,
+            },
+            weight_versions=weight_versions(records),
+            stats=_stats(records, build),
+        )
+
+    def _records(self, session_id: str) -> list[CaptureRecord]:
+        self.gateway.flush()
+        path = session_file(self.gateway.capture.capture_dir, session_id)
+        return read_session_views(path) if path.exists() else []
+
+    def _build(self, plan: TaskPlan, records: list[CaptureRecord]) -> Build:
+        if plan.strategy == "per_request":
+            return per_request(records)
+        return prefix_merging(records, self.eot_token_id, drift=plan.drift)  # type: ignore[arg-type]
+
+    def _write_logs(self, evaluation: Any, session_id: str) -> str | None:
+        try:
+            return write_session_logs(self.eval_logs, evaluation, session_id)
+        except OSError as exc:
+            log.warning("session %s: writing its evaluation logs failed: %s", session_id, exc)
+            return None
+
+
+def _stats(records: Sequence[CaptureRecord], build: Build) -> dict[str, Any]:
+    ok = [r for r in records if r.status == "ok"]
+    merge = build.stats.counts()
+    return {
+        "model_calls": len(records),
+        "model_calls_ok": len(ok),
+        "prompt_tokens": sum(len(r.prompt_ids) for r in ok),
+        "completion_tokens": sum(len(r.response_ids) for r in ok),
+        "trainable_tokens": sum(sum(t.loss_mask) for t in build.traces),
+        "traces": len(build.traces),
+        "token_in_calls": sum(r.prompt_mode == "token_in" for r in ok),
+        "merge_rate": merge.get("merge_rate"),
+    }
