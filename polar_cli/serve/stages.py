@@ -23,7 +23,7 @@ from typing import Any
 from polar_cli.capture import CaptureRecord, read_session_views
 from polar_cli.capture.store import session_file
 from polar_cli.config import EvalConfig
-from polar_cli.generate.rows import INFRA, SessionFacts, status_of
+from polar_cli.generate.rows import INFRA, SessionFacts, status_of, verdict
 from polar_cli.generate.session_logs import log_excerpt, run_logs, write_session_logs
 from polar_cli.harness.base import Wiring
 from polar_cli.harness.session import HarnessRun, Prepared, SessionSpec, mount_bundle
@@ -260,8 +260,10 @@ class ServeStages:
             kind, reason = "error", f"{status.lower()}: {detail}"
         elif status in ("TIMEOUT", "INIT_TIMEOUT"):
             kind, reason = "timeout", f"timeout: {detail}"
+        elif status != "OK":
+            kind, reason = "completed", f"{status.lower()}: {detail}"
         else:
-            kind, reason = "completed", (f"{status.lower()}: {detail}" if status != "OK" else None)
+            kind, reason = "completed", _why_not_rewarded(facts, graded)
         report = dict(graded.report) if graded is not None else None
         if report is not None and graded is not None and graded.evaluation is not None:
             report["log_path"] = log_path
@@ -299,6 +301,17 @@ class ServeStages:
         except OSError as exc:
             log.warning("session %s: writing its evaluation logs failed: %s", session_id, exc)
             return None
+
+
+def _why_not_rewarded(facts: SessionFacts, graded: Graded | None) -> str | None:
+    """For a session that ran normally: why its reward is 0 (generate's reasons: no_patch, unresolved, tamper)."""
+    if graded is None or graded.reward > 0:
+        return None
+    if graded.report.get("type") == "swebench":
+        return verdict(facts)[2]
+    if facts.collected is not None and not facts.collected.patch.strip():
+        return "no_patch: the harness ended normally without changing the repository"
+    return f"unresolved: {graded.report.get('reason') or 'the expected statuses were not met'}"
 
 
 def _stats(records: Sequence[CaptureRecord], build: Build) -> dict[str, Any]:
