@@ -307,11 +307,15 @@ def _why_not_rewarded(facts: SessionFacts, graded: Graded | None) -> str | None:
     """For a session that ran normally: why its reward is 0 (generate's reasons: no_patch, unresolved, tamper)."""
     if graded is None or graded.reward > 0:
         return None
-    if graded.report.get("type") == "swebench":
+    report = graded.report
+    if report.get("type") == "swebench":
         return verdict(facts)[2]
-    if facts.collected is not None and not facts.collected.patch.strip():
-        return "no_patch: the harness ended normally without changing the repository"
-    return f"unresolved: {graded.report.get('reason') or 'the expected statuses were not met'}"
+    if report.get("type") == "command":
+        expected, observed = report.get("expected") or {}, report.get("observed") or {}
+        missed = [f"{t} (expected {s}, saw {observed.get(t) or 'nothing'})" for t, s in expected.items()
+                  if observed.get(t) != s]  # fmt: skip
+        return f"unresolved: {'; '.join(missed[:5]) or report.get('reason') or 'the tests did not run'}"
+    return "unresolved: the harness did not end normally"
 
 
 def _stats(records: Sequence[CaptureRecord], build: Build) -> dict[str, Any]:

@@ -154,3 +154,24 @@ def test_a_weight_sync_mid_session_pauses_and_every_session_completes(tmp_path: 
         if mode == "abort":
             assert "v1" not in {x for v in versions for x in v[1:]}
         assert {x for s in result.sessions for x in s["weight_versions"]} <= {"v1", "v2"}
+
+
+def test_instruction_tasks_are_graded_by_a_command_or_by_completion(tmp_path: Path) -> None:
+    """No instance: an instruction in an image. The noop engine changes nothing, so the command's tests see the base
+    repository: those expected to pass do (reward 1.0), one expected to fail does not (0.0, with what was seen)."""
+    image = {"image": "polar-demo/csvsift:1.2"}
+    pytest_cmd = "python3 -m pytest -rA --tb=no -p no:cacheprovider tests/test_paging.py"
+    passing = {"tests/test_paging.py::test_first_page": "PASSED", "tests/test_paging.py::test_last_full_page": "PASSED"}
+    with service(tmp_path, {"kind": "noop"}) as svc:
+        base = {"instruction": "Look around; change nothing.", "harness": "pi", "runtime": image, "num_samples": 1}
+        command = {"type": "command", "command": pytest_cmd}
+        svc.client.submit({**base, "task_id": "cmd-ok", "evaluator": {**command, "expected": passing}})
+        wrong = {**passing, "tests/test_paging.py::test_first_page": "FAILED"}
+        svc.client.submit({**base, "task_id": "cmd-wrong", "evaluator": {**command, "expected": wrong}})
+        svc.client.submit({**base, "task_id": "done-ok"})  # session_completed, the default without an instance
+        ok, bad, done = (svc.client.wait(t, timeout=TIMEOUT) for t in ("cmd-ok", "cmd-wrong", "done-ok"))
+    assert ok.rewards == [1.0], ok.sessions
+    assert ok.sessions[0]["evaluation"]["observed"] == passing
+    assert bad.rewards == [0.0] and bad.sessions[0]["reason"].startswith("unresolved")
+    assert bad.sessions[0]["evaluation"]["observed"]["tests/test_paging.py::test_first_page"] == "PASSED"
+    assert done.rewards == [1.0] and done.sessions[0]["evaluation"] == {"type": "session_completed", "completed": True}
