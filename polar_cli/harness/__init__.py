@@ -12,6 +12,7 @@ from polar_cli.harness import (
     hermes,
     mini_swe_agent,
     opencode,
+    openhands,
     pi,
     qwen_code,
 )
@@ -21,7 +22,7 @@ ADAPTERS: dict[str, HarnessAdapter] = {
     a.name: a for a in (claude_code.ADAPTER, codex.ADAPTER, qwen_code.ADAPTER, gemini_cli.ADAPTER, pi.ADAPTER)
 }
 ADAPTERS.update({a.name: a for a in (mini_swe_agent.ADAPTER, aider.ADAPTER, hermes.ADAPTER)})
-ADAPTERS.update({a.name: a for a in (opencode.ADAPTER, cline.ADAPTER)})
+ADAPTERS.update({a.name: a for a in (opencode.ADAPTER, cline.ADAPTER, openhands.ADAPTER)})
 # the names people type
 ALIASES = {
     "claude": "claude-code",
@@ -32,6 +33,8 @@ ALIASES = {
     "aider-chat": "aider",
     "hermes-agent": "hermes",
     "opencode-ai": "opencode",
+    "openhands-sdk": "openhands",
+    "openhands-tools": "openhands",
 }
 
 

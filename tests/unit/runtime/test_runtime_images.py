@@ -23,6 +23,7 @@ from polar_cli.runtime.images import (
     image_names,
     node_image_plan,
     python_image_plan,
+    python_trixie_image_plan,
     requirement_pin,
     tar_context,
     toolchain,
@@ -39,6 +40,7 @@ PINNED = {
     "hermes": "0.19.0",
     "opencode": "1.18.33",
     "cline": "3.0.65",
+    "openhands": "1.58.2",
 }
 
 
@@ -52,10 +54,19 @@ def test_unknown_harness_is_refused() -> None:
 
 
 def test_every_bundle_dockerfile_builds_on_the_local_images_only() -> None:
-    for name in (*HARNESSES, "node", "python"):
+    for name in (*HARNESSES, "node", "python", "python-trixie"):
         dockerfile = (harness_images_dir() / name / "Dockerfile").read_text()
         froms = [line.split()[1] for line in dockerfile.splitlines() if line.startswith("FROM ")]
-        assert froms and set(froms) <= {"${BASE_IMAGE}", "${NODE_IMAGE}", "${PYTHON_IMAGE}"}, (name, froms)
+        allowed = {"${BASE_IMAGE}", "${NODE_IMAGE}", "${PYTHON_IMAGE}", "${PYTHON_TRIXIE_IMAGE}"}
+        assert froms and set(froms) <= allowed, (name, froms)
+
+
+def test_each_bundle_has_one_toolchain() -> None:
+    kinds = {name: toolchain(name) for name in HARNESSES}
+    assert {n for n, k in kinds.items() if k == "python"} == {"mini-swe-agent", "aider", "hermes"}
+    # the OpenHands SDK needs Python >= 3.12: bookworm has 3.11, trixie 3.13
+    assert {n for n, k in kinds.items() if k == "python-trixie"} == {"openhands"}
+    assert all(k == "node" for n, k in kinds.items() if n not in {"mini-swe-agent", "aider", "hermes", "openhands"})
 
 
 def test_digest_ignores_order_and_follows_content_names_and_parents() -> None:
@@ -129,6 +140,20 @@ def test_plans_follow_the_inputs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     for name in HARNESSES:
         changed = harness_image_plan(name, names).tag != renamed[name]
         assert changed == (toolchain(name) == "python"), name
+
+    # the trixie toolchain is below its own bundles only
+    trixie_before = python_trixie_image_plan(names).tag
+    assert trixie_before.startswith("polar/python-trixie:")
+    assert harness_image_plan("openhands", names).buildargs == {
+        "BASE_IMAGE": names.base(BaseRecipe()),
+        "PYTHON_TRIXIE_IMAGE": trixie_before,
+    }
+    renamed = {name: harness_image_plan(name, names).tag for name in HARNESSES}
+    (tmp_path / "harness_images/python-trixie/make-pybundle").write_text("#!/bin/sh\n")
+    assert python_trixie_image_plan(names).tag != trixie_before
+    for name in HARNESSES:
+        changed = harness_image_plan(name, names).tag != renamed[name]
+        assert changed == (toolchain(name) == "python-trixie"), name
 
 
 @pytest.mark.parametrize(
