@@ -154,8 +154,16 @@ class DockerContainer:
         return oom_kills(status.decode(errors="replace"))
 
     def _kill(self, pidfile: str) -> None:
+        """Kill the exec's process group from a second exec, waiting for that at most the kill grace: under memory
+        pressure (a container at its limit, a loaded host) the kill exec itself can stall, and an unbounded wait on
+        its output hung the whole session (and the run's shutdown) for good."""
         exec_id = self._api.exec_create(self.id, kill_argv(pidfile))["Id"]
-        self._api.exec_start(exec_id)
+        self._api.exec_start(exec_id, detach=True)
+        deadline = time.monotonic() + self._runtime.kill_grace
+        while time.monotonic() < deadline:
+            if not self._api.exec_inspect(exec_id).get("Running"):
+                return
+            time.sleep(0.05)
 
     def _exit_code(self, exec_id: str) -> int | None:
         # the stream can end a moment before the engine records the exit

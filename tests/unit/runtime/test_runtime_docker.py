@@ -8,6 +8,7 @@ import socket
 import struct
 import subprocess
 import tarfile
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -60,16 +61,21 @@ class FakeAPI:
         self.archives: list[bytes] = []
         # what get_archive serves: path -> bytes (anything else is not there)
         self.files: dict[str, bytes] = {}
+        self.kill_hangs = False
 
     def exec_create(self, cid: str, cmd: list[str], **kw: Any) -> dict[str, str]:
         self.execs.append(cmd)
         return {"Id": f"exec{len(self.execs)}"}
 
-    def exec_start(self, exec_id: str, socket: bool = False) -> Any:
+    def exec_start(self, exec_id: str, socket: bool = False, detach: bool = False) -> Any:
+        if not socket and not detach:
+            raise AssertionError("an exec started neither detached nor as a socket blocks until it ends")
         return self.sockets.pop(0) if socket else b""
 
     def exec_inspect(self, exec_id: str) -> dict[str, Any]:
-        return {"Running": False, "ExitCode": self.exit_code}
+        # execs whose command is the kill script never end while ``kill_hangs`` (a container starved at its limit)
+        kill = self.execs[int(exec_id.removeprefix("exec")) - 1][:3] == ["/bin/sh", "-c", KILL_SCRIPT]
+        return {"Running": kill and self.kill_hangs, "ExitCode": self.exit_code}
 
     def put_archive(self, cid: str, path: str, data: bytes) -> bool:
         self.archives.append(data)
@@ -207,6 +213,18 @@ def test_exec_deadline_kills_and_reports_a_timeout(fake: tuple[DockerRuntime, Fa
     assert result.output == b"partial"
     assert api.execs[1][:3] == ["/bin/sh", "-c", KILL_SCRIPT]
     assert api.execs[1][3] == api.execs[0][api.execs[0].index("-c") + 2]  # the same pidfile
+
+
+def test_a_kill_that_itself_hangs_is_waited_for_at_most_the_kill_grace(fake: tuple[DockerRuntime, FakeAPI]) -> None:
+    runtime, api = fake
+    api.kill_hangs = True
+    container = runtime.start(ContainerSpec(image="img"))
+    api.sockets = [FakeSocket([frame(b"partial"), None])]
+    start = time.monotonic()
+    result = container.exec(["sleep", "100"], timeout=0.3)
+    assert result.timed_out and result.exit_code is None
+    # the deadline, the kill's grace and the grace of reading what is left: bounded, whatever the kill exec does
+    assert time.monotonic() - start < 0.3 + 2 * runtime.kill_grace + 1.0
 
 
 def test_removal_errors_other_than_gone_are_reported(fake: tuple[DockerRuntime, FakeAPI]) -> None:
