@@ -312,3 +312,41 @@ def test_a_full_disk_stops_the_run_cleanly_and_the_run_resumes_once_there_is_spa
         every_jsonl_line_is_whole(out)
     finally:
         subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+MISBEHAVING = {
+    # perl is in the base image: a 512 MiB string under the 64 MiB limit
+    "oom": "exec perl -e '$x = q(a) x (512*1024*1024); print qq(survived)'",
+    "flood": "yes polar-output-flood | head -c 3000000000",
+    "background": "sleep 10000 & sleep 10000 > /dev/null 2>&1 & echo started",
+    "idle": "true",
+}
+
+
+def test_misbehaving_harnesses_in_a_run_end_with_their_own_reasons_and_free_their_slots(tmp_path: Path) -> None:
+    """Four harnesses from the recipe (no bundle: a shell command in the instance image), one session each, on one
+    RUN slot: each ends with its own reason, promptly, and none leaves a container behind."""
+    recipe_path = write_recipe(tmp_path, {"kind": "gold"})
+    recipe = json.loads(recipe_path.read_text())
+    recipe["manifest"]["limit"] = 1
+    recipe["custom_harnesses"] = {
+        name: {"api": "openai-chat", "argv": ["/bin/sh", "-c", script], "bundle": None}
+        for name, script in MISBEHAVING.items()
+    }
+    recipe["harnesses"] = list(MISBEHAVING)
+    recipe["runtime"].update(memory_mb=64, output_limit_mb=64)
+    recipe["concurrency"] = {"init": 1, "run": 1, "postrun": 1, "ready": 1}
+    recipe["timeouts"] = {"session": 300, "eval": 300}
+    recipe_path.write_text(json.dumps(recipe))
+    out = tmp_path / "run"
+    proc = start_generate(recipe_path, out)
+    code, summary, stderr = finish(proc)
+    assert code == 0, stderr[-5000:]
+    assert summary["attempts"] == len(MISBEHAVING) and lines(out / "errors.jsonl") == []
+    rows = {r["harness"]: r for r in lines(out / "rejects.jsonl")}
+    reasons = {name: row["reason"].split(":")[0] for name, row in rows.items()}
+    assert reasons == {"oom": "oom", "flood": "output_limit", "background": "no_patch", "idle": "no_patch"}, rows
+    for name, row in rows.items():
+        # freed promptly: nothing waited for the 300 s session timeout
+        assert row["timing"]["run"] < 60, (name, row["timing"])
+    assert_no_container_of(proc.pid)
