@@ -238,3 +238,22 @@ def test_new_work_is_refused_while_paused_when_so_configured(tmp_path: Path) -> 
         svc.submit(task("p", 1))
 
     run(tmp_path, body, refuse_while_paused=True)
+
+
+def test_the_shipped_serve_configs_load(monkeypatch: pytest.MonkeyPatch) -> None:
+    from polar_cli.errors import ConfigError
+    from polar_cli.serve.config import load_serve_config
+
+    recipes = Path(__file__).resolve().parents[3] / "recipes"
+    demo = load_serve_config(recipes / "serve-demo.yaml")
+    assert demo.engine.kind == "gold" and list(demo.adapters()) == ["pi"]
+    demo.check_exposure()
+    gpu = load_serve_config(recipes / "serve-sglang.yaml", ["concurrency.run=8"])
+    assert gpu.engine.sglang is not None and gpu.concurrency.run == 8 and gpu.service.host == "0.0.0.0"
+    monkeypatch.delenv("POLAR_SERVE_TOKEN", raising=False)
+    with pytest.raises(ConfigError, match="auth_token"):
+        gpu.check_exposure()
+    monkeypatch.setenv("POLAR_SERVE_TOKEN", "secret")
+    gpu.check_exposure()
+    with pytest.raises(ConfigError, match=r"unknown key service\.prot"):
+        load_serve_config(recipes / "serve-demo.yaml", ["service.prot=1"])
