@@ -17,11 +17,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import UnionType
 from typing import Any, Literal, Union, get_args, get_origin
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
+from polar_cli.cluster.config import ClusterConfig
 from polar_cli.errors import ConfigError
+from polar_cli.gateway.upstream_client import upstream_root
 from polar_cli.harness.base import HarnessAdapter
 from polar_cli.harness.custom import CustomHarnessConfig, check_custom_names
 from polar_cli.swe.tamper import TamperMode
@@ -91,6 +94,11 @@ class EngineConfig(_Strict):
     server: the running server at ``url`` speaking ``dialect``."""
     url: str | None = None
     """Base URL of a running server (with or without /v1). For sglang it wins over the launch section."""
+    urls: list[str] | None = Field(default=None, min_length=1)
+    """Base URLs of several running servers of one model (instead of ``url``; kinds sglang, vllm, server), called
+    directly by the gateway: every call of a session goes to the same server (its prefix cache), a new session to the
+    one with the fewest calls in flight (`gateway.upstream_pool`). Each is probed at start and must serve the same
+    model with token ids."""
     dialect: DialectName = "sglang"
     """kind=server: which token fields to ask for (sglang | sglang-legacy | vllm); SGLang releases are probed."""
     model: str | None = None
@@ -140,9 +148,11 @@ class EngineConfig(_Strict):
 
     @model_validator(mode="after")
     def _kind_fields(self) -> EngineConfig:
-        if self.kind in ("vllm", "server") and not self.url:
-            raise ValueError(f"kind {self.kind} needs url (the running server)")
-        if self.kind == "sglang" and self.sglang is None and not self.url:
+        if self.urls is not None:
+            self._check_urls(self.urls)
+        if self.kind in ("vllm", "server") and not self.url and not self.urls:
+            raise ValueError(f"kind {self.kind} needs url (the running server) or urls (several)")
+        if self.kind == "sglang" and self.sglang is None and not self.url and not self.urls:
             raise ValueError("kind sglang needs url (a running server) or the sglang section (to launch one)")
         if self.kind in ("gold", "noop") and not self.tokenizer:
             raise ValueError(f"kind {self.kind} needs tokenizer (a tokenizer directory, or qwen3)")
@@ -151,6 +161,19 @@ class EngineConfig(_Strict):
         if self.token_in and self.tokenizer_source() is None:
             raise ValueError("token_in needs tokenizer (the model directory: its tokenizer and chat template)")
         return self
+
+    def _check_urls(self, urls: list[str]) -> None:
+        if self.url is not None:
+            raise ValueError("url and urls exclude each other: one server in url, several in urls")
+        if self.kind in ("gold", "noop"):
+            raise ValueError(f"urls names running servers (kinds sglang, vllm, server), not kind {self.kind}")
+        roots = [upstream_root(u) for u in urls]
+        for url, root in zip(urls, roots, strict=True):
+            parts = urlsplit(root)
+            if parts.scheme != "http" or not parts.hostname:
+                raise ValueError(f"urls: each must be http://host:port[/prefix], got {url!r}")
+        if len(set(roots)) != len(roots):
+            raise ValueError(f"urls: the same server is named twice in {urls}")
 
     @field_validator("template_traits")
     @classmethod
@@ -178,7 +201,13 @@ class EngineConfig(_Strict):
 
     def launches(self) -> bool:
         """Whether Polar starts the server itself (kind sglang without a url)."""
-        return self.kind == "sglang" and self.url is None
+        return self.kind == "sglang" and self.url is None and self.urls is None
+
+    def server_urls(self) -> list[str]:
+        """The running servers' roots (``url``, or each of ``urls``, without a trailing /v1); empty when launched."""
+        if self.urls is not None:
+            return [upstream_root(u) for u in self.urls]
+        return [upstream_root(self.url)] if self.url is not None else []
 
     def gpu_count(self) -> int:
         if self.gpus is not None:
@@ -270,6 +299,9 @@ class OutputConfig(_Strict):
     """Corpus files written: corpus.jsonl always (appended row by row); parquet derived from it at the end."""
     keep_artifacts: bool = True
     """Keep each session's harness logs and transcripts under artifacts/<session>."""
+    collect_capture: bool = False
+    """On a cluster (``cluster.ray.address``): ship each session's capture records back into the run directory's
+    capture/ (otherwise they stay on the node's disk and the row names where: ``node_id``, ``capture_path``)."""
     fsync: bool = False
     """fsync every row (survives power loss, not just a killed process; slower)."""
 
@@ -302,6 +334,8 @@ class Recipe(_Strict):
     """How capture records become trajectories."""
     output: OutputConfig = Field(default_factory=OutputConfig)
     """Where and how the corpus is written."""
+    cluster: ClusterConfig = Field(default_factory=ClusterConfig)
+    """A Ray cluster to run the sessions on, one gateway node per machine (unset: this process, as before)."""
 
     @field_validator("instruction")
     @classmethod

@@ -261,11 +261,36 @@ def engine_checks(config: EngineConfig, *, tokens: bool = True, timeout: float =
     if config.launches():
         assert config.sglang is not None  # checked by the recipe model
         return sglang_checks(config.sglang)
+    if config.urls is not None:
+        return asyncio.run(_pool_checks(config, tokens=tokens, timeout=timeout))
     assert config.url is not None  # checked by the recipe model
-    return asyncio.run(_url_checks(config, config.url, tokens=tokens, timeout=timeout))
+    return asyncio.run(_url_checks(config, config.url, tokens=tokens, timeout=timeout))[0]
 
 
-async def _url_checks(config: EngineConfig, url: str, *, tokens: bool, timeout: float) -> list[Check]:
+async def _pool_checks(config: EngineConfig, *, tokens: bool, timeout: float) -> list[Check]:
+    """``engine.urls``: each server's lines, named ``engine[i]`` and ``engine-tokens[i]``; then whether they all serve
+    one model (when the recipe does not name it)."""
+    from dataclasses import replace
+
+    found = await asyncio.gather(
+        *(_url_checks(config, url, tokens=tokens, timeout=timeout, field="engine.urls") for url in config.server_urls())
+    )
+    checks = []
+    for i, (url, (lines, _model)) in enumerate(zip(config.server_urls(), found, strict=True)):
+        for check in lines:
+            detail = check.detail if url in check.detail else f"{url}: {check.detail}"
+            checks.append(replace(check, name=f"{check.name}[{i}]", detail=detail))
+    models = {url: model for url, (_lines, model) in zip(config.server_urls(), found, strict=True) if model}
+    if len(set(models.values())) > 1:
+        listed = ", ".join(f"{url}: {model}" for url, model in models.items())
+        checks.append(Check("engine-models", "fail", f"the servers serve different models: {listed}", "one model"))
+    return checks
+
+
+async def _url_checks(
+    config: EngineConfig, url: str, *, tokens: bool, timeout: float, field: str = "engine.url"
+) -> tuple[list[Check], str | None]:
+    """The lines of the server at ``url``, and the model it serves (None: not asked, or not found)."""
     from polar_cli.gateway.probe import served_model
     from polar_cli.gateway.upstream_client import UpstreamClient, upstream_root
 
@@ -273,25 +298,26 @@ async def _url_checks(config: EngineConfig, url: str, *, tokens: bool, timeout: 
     try:
         client = UpstreamClient(root, timeout=timeout, connect_timeout=min(timeout, CONNECT_TIMEOUT))
     except ValueError as exc:
-        return [Check("engine", "fail", str(exc), "engine.url: http://host:port of the running server")]
+        return [Check("engine", "fail", str(exc), f"{field}: http://host:port of the running server")], None
     try:
         try:
             response = await client.get("/v1/models")
         except UpstreamError as exc:
-            fix = f"start the {config.kind} server, or point engine.url at the running one"
-            return [Check("engine", "fail", f"{config.kind} at {root}: {exc}", fix)]
+            fix = f"start the {config.kind} server, or point {field} at the running one"
+            return [Check("engine", "fail", f"{config.kind} at {root}: {exc}", fix)], None
+        served: str | None = None
         if config.model:
             model = config.model
         else:
             try:
-                model = await served_model(client)
+                model = served = await served_model(client)
             except UpstreamError as exc:
                 detail = f"{config.kind} at {root} answers, but {exc} (HTTP {response.status})"
-                return [Check("engine", "fail", detail, "engine.model: the served model's name")]
+                return [Check("engine", "fail", detail, "engine.model: the served model's name")], None
         checks = [Check("engine", "ok", f"{config.kind} at {root}, model {model}")]
         if tokens:
             checks.append(await _token_check(client, config, model))
-        return checks
+        return checks, served
     finally:
         await client.close()
 

@@ -27,7 +27,8 @@ def upstream_root(url: str) -> str:
 
 
 class Upstream(Protocol):
-    """What the gateway needs of an inference server: `UpstreamClient` over HTTP, or an in-process engine (gold).
+    """What the gateway needs of an inference server: `UpstreamClient` over HTTP, `upstream_pool.UpstreamPool` over
+    several servers (a session stays on one), or an in-process engine (gold).
 
     ``session`` names the gateway session a call is made for. A server over HTTP never sees it (it learns a session
     only from the prompt, like any model); an in-process scripted engine answers for the task bound to it.

@@ -16,13 +16,14 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from polar_cli.config import Recipe
+from polar_cli.config import EngineConfig, Recipe
 from polar_cli.inference.engines import EngineHandle
 from polar_cli.inference.liveness import EngineLiveness
-from polar_cli.node.health import Gone, Outages, Watch, restart_with_backoff
+from polar_cli.node.health import Check, Gone, Outages, Watch, restart_with_backoff
 from polar_cli.node.pools import Job, StagePools
 from polar_cli.runtime.base import Runtime
 
@@ -100,6 +101,9 @@ def engine_watch(
         return None
     config = recipe.engine
     liveness = EngineLiveness(engine, config, run_dir / "logs" / "sglang.log", timeout=config.health_timeout)
+    check: Check = liveness.check
+    if engine.pool is not None:
+        check = _workers_check(engine, config, run_dir)
 
     async def on_down(reason: str) -> None:
         n = pools.abort(f"the inference server went down ({reason})")
@@ -112,7 +116,7 @@ def engine_watch(
 
     watch = Watch(
         "the inference server",
-        liveness.check,
+        check,
         outages,
         interval=config.health_interval,
         failures=config.health_failures,
@@ -121,6 +125,35 @@ def engine_watch(
         on_down=on_down,
     )
     return watch
+
+
+def _workers_check(engine: EngineHandle, config: EngineConfig, run_dir: Path) -> Check:
+    """``engine.urls``: every worker is checked (its own `EngineLiveness`, ``GET /health``), and the engine is down when
+    ANY worker is down. Chosen over "down when all are": the sessions bound to a dead worker can only fail (they are
+    never moved to another: gateway.upstream_pool), and an outage ends the running sessions as errors that run again
+    once every worker answers, while the run waits ``engine.down_timeout`` for the dead one, as for a single url. The
+    cost: the sessions on the healthy workers are cut short too."""
+    assert engine.pool is not None
+    workers = [
+        EngineLiveness(
+            replace(engine, upstream=worker.client, server=None, pool=None),
+            config,
+            run_dir / "logs" / "sglang.log",
+            timeout=config.health_timeout,
+        )
+        for worker in engine.pool.workers
+    ]
+
+    async def check() -> str | None:
+        found = await asyncio.gather(*(w.check() for w in workers))
+        down = [
+            f"{w.url}: {r.reason if isinstance(r, Gone) else r}"
+            for w, r in zip(workers, found, strict=True)
+            if r is not None
+        ]
+        return f"{len(down)} of {len(workers)} servers down: " + "; ".join(down) if down else None
+
+    return check
 
 
 def docker_watch(runtime: Runtime, recipe: Recipe, outages: Outages, pools: StagePools[Any, Any, Any]) -> Watch | None:

@@ -104,6 +104,8 @@ class NodeGateway:
         self.capture.forget(session.id)
         if self.engine.scripted is not None:
             self.engine.scripted.unbind(session.id)
+        if self.engine.pool is not None:
+            self.engine.pool.forget(session.id)  # engine.urls: its worker no longer counts it
 
     def flush(self) -> None:
         """Block until every capture record so far is on disk (call from a worker thread)."""
