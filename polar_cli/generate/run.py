@@ -19,9 +19,11 @@ import time
 from collections.abc import Callable, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+from polar_cli.cluster.fleet import ClusterError
 from polar_cli.config import Recipe
 from polar_cli.corpus.writer import finalize_parquet
 from polar_cli.errors import ConfigError, DiskFull, PolarError
@@ -255,7 +257,7 @@ def generate(
     escape before any session started."""
     state = RunState(out, recipe, fsync=recipe.output.fsync)
     interrupted = False
-    lost: DependencyLost | DiskFull | None = None
+    lost: DependencyLost | DiskFull | ClusterError | None = None
     engine_info: dict[str, Any] = {"kind": recipe.engine.kind, "model": previous_model(out, recipe)}
     plans: list[SessionPlan] = []
     started = time.monotonic()
@@ -268,17 +270,25 @@ def generate(
         engine_pool = ThreadPoolExecutor(2, thread_name_prefix="polar-engine")
         try:
             instances = select_instances(recipe)
-            if runtime_factory is None:
-                from polar_cli.runtime.docker import DockerRuntime
-
-                runtime_factory = DockerRuntime
-            runtime = runtime_factory()
-            swept = runtime.sweep()
-            if swept:
-                log.info("removed %d container(s) left behind by a dead run", swept)
-            check_preflight(recipe, out, instances, runtime)
-            bundles, images = prepare_images(recipe, instances, runtime)
             adapters = recipe.adapters()
+            if recipe.cluster.enabled:
+                # the driver needs no Docker: every node prepares its own images, bundles and engine
+                from polar_cli.swe.images import instance_image
+
+                template = recipe.manifest.image_template
+                images = {i.instance_id: instance_image(i, template) for i in instances}
+                bundles: dict[str, str | None] = {a.name: None for a in adapters}
+            else:
+                if runtime_factory is None:
+                    from polar_cli.runtime.docker import DockerRuntime
+
+                    runtime_factory = DockerRuntime
+                runtime = runtime_factory()
+                swept = runtime.sweep()
+                if swept:
+                    log.info("removed %d container(s) left behind by a dead run", swept)
+                check_preflight(recipe, out, instances, runtime)
+                bundles, images = prepare_images(recipe, instances, runtime)
             plans = plan_sessions(instances, adapters, recipe.attempts, lambda i: images[i.instance_id], bundles)
             todo = [p for p in plans if p.key not in state.finished]
             accepted_before = sum(bool(e["accepted"]) for e in state.finished.values())
@@ -287,18 +297,25 @@ def generate(
                 "%d session(s) planned, %d finished before, %d to run", len(plans), len(plans) - len(todo), len(todo)
             )
             generation = Generation(state, progress)
-            args = (recipe, out, todo, runtime, (docker_pool, engine_pool), generation, engine_info)
+            if recipe.cluster.enabled:
+                from polar_cli.cluster.generate import run_on_cluster
+
+                work = partial(run_on_cluster, recipe, out, todo, generation, engine_info)
+            else:
+                assert runtime is not None
+                pools = (docker_pool, engine_pool)
+                work = partial(run_pools, recipe, out, todo, runtime, pools, generation, engine_info)
             if live and todo:
                 from rich.live import Live
 
                 with Live(progress, refresh_per_second=2, transient=False):
-                    asyncio.run(run_pools(*args))
+                    asyncio.run(work())
             elif todo:
-                asyncio.run(run_pools(*args))
+                asyncio.run(work())
         except (KeyboardInterrupt, asyncio.CancelledError):  # Ctrl-C, or SIGTERM (which cancels the main task)
             interrupted = True
             log.warning("interrupted: containers removed, rows so far kept; run the same command to resume")
-        except (DependencyLost, DiskFull) as exc:  # the summary is still written; the command exits 1 with this line
+        except (DependencyLost, DiskFull, ClusterError) as exc:  # the summary is still written; exit 1 with this line
             lost = exc
             log.error("%s; rows so far kept, run the same command to resume", exc)
         finally:
@@ -320,6 +337,8 @@ def generate(
         )
         summary["segment_seconds"] = round(time.monotonic() - started, 1)
         summary["outages"] = engine_info.get("outages", [])
+        if "cluster" in engine_info:
+            summary["cluster"] = engine_info["cluster"]
         try:
             write_summary(out, summary)
         except OSError as exc:  # a full disk: the summary is derived from state.jsonl, the next run writes it

@@ -76,6 +76,8 @@ def state_entry(row: Mapping[str, Any], segment: int, t: float) -> dict[str, Any
         # the kinds of history/network lookups the agent made (`lookups`), for the summary's count
         "lookups": sorted({str(lookup.get("kind")) for lookup in row.get("lookups") or ()}),
         "timing": row.get("timing") or {},
+        # the cluster node that ran it (None on one box)
+        "node_id": row.get("node_id"),
     }
 
 

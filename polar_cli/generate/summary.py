@@ -96,6 +96,11 @@ def summarize(out: Path, *, gpus: int, planned: int, engine: str, model: str, se
         "by_harness": _groups(entries, "harness"),
         "by_repo": _groups(entries, "repo"),
         "by_status": dict(Counter(e["status"] for e in entries)),
+        "by_node": dict(Counter(str(e["node_id"]) for e in entries if e.get("node_id"))),
+        # errors a rerun in the same run finished, by the cause their reason names (node_lost, upstream_error, ...)
+        "retried_by_cause": dict(
+            Counter(_cause(e) for e in errors if int(e.get("segment") or 0) == segment and e.get("key") in done)
+        ),
         "reject_reasons": dict(Counter((e.get("reason") or "").split(":")[0] for e in entries if not e["accepted"])),
         "tokens": {
             "prompt": sum(int(e.get("prompt_tokens") or 0) for e in entries),
@@ -113,6 +118,12 @@ def summarize(out: Path, *, gpus: int, planned: int, engine: str, model: str, se
         "wall_seconds_per_accepted": round(wall / accepted, 2) if accepted else None,
         "mean_stage_seconds": {k: round(v / attempts, 2) for k, v in sorted(stage_sums.items())} if attempts else {},
     }
+
+
+def _cause(error_row: Mapping[str, Any]) -> str:
+    """An error row's cause: ``run_error: node_lost: ...`` is node_lost, ``upstream_error: ...`` upstream_error."""
+    parts = [p.strip() for p in str(error_row.get("reason") or "").split(":")]
+    return parts[1] if len(parts) > 2 and parts[0] == "run_error" and parts[1] == "node_lost" else parts[0]
 
 
 def write_summary(out: Path, summary: Mapping[str, Any]) -> Path:

@@ -151,9 +151,9 @@ class ServiceApi:
                     raise ApiError(400, "invalid_request", f"mode: {mode!r} is not drain or abort", "mode")
                 return _json(200, await service.pause(mode))
             case ("POST", ["v1", "admin", "resume"]):
-                return _json(200, service.resume())
+                return _json(200, await service.resume())
             case ("POST", ["v1", "admin", "weights"]):
-                return _json(200, service.set_weights(_validate(WeightsRequest, request.body).weight_version))
+                return _json(200, await service.set_weights(_validate(WeightsRequest, request.body).weight_version))
             case (_, ["v1", "tasks"] | ["v1", "tasks", _] | ["v1", "tasks", _, _] | ["v1", "status"]):
                 raise ApiError(405, "method_not_allowed", f"{method} is not allowed on {request.path}")
             case (_, ["v1", "admin", _]):

@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from polar_cli.cluster.config import ClusterConfig
 from polar_cli.config import (
     BuilderConfig,
     ConcurrencyConfig,
@@ -84,6 +85,8 @@ class ServeConfig(_Strict):
     eval: EvalConfig = Field(default_factory=EvalConfig)
     builder: BuilderConfig = Field(default_factory=BuilderConfig)
     service: ServiceConfig = Field(default_factory=ServiceConfig)
+    cluster: ClusterConfig = Field(default_factory=ClusterConfig)
+    """A Ray cluster whose gateway nodes run the sessions (unset: this process's own node)."""
 
     @field_validator("custom_harnesses")
     @classmethod

@@ -15,7 +15,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
-from polar_cli.node.pools import PoolLimits, Stages
+from polar_cli.node.pools import PoolLimits, StagePools, Stages
 from polar_cli.serve.config import ServeConfig
 from polar_cli.serve.results import SessionOutput
 from polar_cli.serve.stages import ServeSession, SessionJob
@@ -30,9 +30,11 @@ class Gate(Protocol):
 
     async def pause(self, mode: Any, timeout: float | None = None) -> int: ...
 
-    def resume(self) -> None: ...
+    def resume(self) -> Any: ...
 
-    def set_weight_version(self, version: str | None) -> None: ...
+    def set_weight_version(self, version: str | None) -> Any:
+        """None, or an awaitable (a fleet's gate tells every node)."""
+        ...
 
     def status(self) -> dict[str, Any]: ...
 
@@ -46,6 +48,14 @@ class Node(Protocol):
     async def stop(self) -> None: ...
 
     def stages(self, cancelled: Cancelled) -> Stages[SessionJob, Any, SessionOutput]: ...
+
+    def attach(self, pools: StagePools[SessionJob, Any, SessionOutput]) -> None:
+        """The service's pools (a fleet resizes them as nodes join and die)."""
+        ...
+
+    def job_timeout(self, session_timeout: float) -> float:
+        """The pools' deadline for a session whose own timeout is ``session_timeout``."""
+        ...
 
     @property
     def gate(self) -> Gate | None: ...
@@ -115,6 +125,12 @@ class LocalNode:
     @property
     def gate(self) -> Gate | None:
         return self._gateway.gate if self._gateway is not None else None
+
+    def attach(self, pools: StagePools[SessionJob, Any, SessionOutput]) -> None:
+        return None
+
+    def job_timeout(self, session_timeout: float) -> float:
+        return session_timeout
 
     def info(self) -> dict[str, Any]:
         return {

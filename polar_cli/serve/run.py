@@ -78,6 +78,10 @@ async def serve(
     config.check_exposure()
     state_dir = Path(config.service.state_dir)
     journal = Journal(state_dir, fsync=config.service.fsync)
+    if config.cluster.enabled and node_factory is LocalNode:
+        from polar_cli.cluster.serve import ClusterNode
+
+        node_factory = ClusterNode
     service = RolloutService(config, journal, node_factory(config, state_dir))
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()

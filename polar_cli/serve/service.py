@@ -18,6 +18,7 @@ holds every model call at the gateway (`gateway.pause`); sessions keep their con
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import time
 from collections import Counter
@@ -121,21 +122,20 @@ class RolloutService:
 
     async def start(self) -> None:
         await self.node.start()
-        if self.journal.weight_version is not None and self.node.gate is not None:
-            self.node.gate.set_weight_version(self.journal.weight_version)
         stages = ObservedStages(self.node.stages(self._cut_reason), self._seen)
         self.pools = StagePools(
             stages, self.node.limits, self._on_result, hold=lambda: not self._closing, fatal=(DiskFull,)
         )
+        self.node.attach(self.pools)
         self._recover()
+        if self.journal.weight_version is not None and self.node.gate is not None:  # the journal's, replayed
+            await _maybe(self.node.gate.set_weight_version(self.journal.weight_version))
         self._runner = asyncio.get_running_loop().create_task(self._run())
 
     def _recover(self) -> None:
         records = self.journal.replay()
         if self.journal.adopted:
             log.info("adopted %d result(s) written just before the service was killed", self.journal.adopted)
-        if self.journal.weight_version is not None and self.node.gate is not None:
-            self.node.gate.set_weight_version(self.journal.weight_version)
         for record in records.values():
             plan = None
             if record.done_at is None:
@@ -212,7 +212,8 @@ class RolloutService:
         attempt = task.attempts.get(index, 0) + 1
         task.attempts[index] = attempt
         job = SessionJob(task.plan, index, attempt)
-        self.queue.push(Job(job.key, job, task.plan.timeout), task.plan.request.priority, first=retry)
+        timeout = self.node.job_timeout(task.plan.timeout)
+        self.queue.push(Job(job.key, job, timeout), task.plan.request.priority, first=retry)
         self._event(task, index, "retry" if retry else "queued", attempt=attempt)
         if self.pools is not None:
             self.pools.feed()
@@ -420,16 +421,16 @@ class RolloutService:
         affected = await gate.pause(mode)
         return {"paused": True, "mode": mode, "calls": affected}
 
-    def resume(self) -> dict[str, Any]:
+    async def resume(self) -> dict[str, Any]:
         if self.node.gate is not None:
-            self.node.gate.resume()
+            await _maybe(self.node.gate.resume())
         self.paused = None
         return {"paused": False}
 
-    def set_weights(self, version: str) -> dict[str, Any]:
+    async def set_weights(self, version: str) -> dict[str, Any]:
         self.journal.set_weights(version)
         if self.node.gate is not None:
-            self.node.gate.set_weight_version(version)
+            await _maybe(self.node.gate.set_weight_version(version))
         return {"weight_version": version}
 
     def status(self) -> dict[str, Any]:
@@ -463,3 +464,9 @@ class RolloutService:
                 "failed": dict(self.deliveries.failed),
             },
         }
+
+
+async def _maybe(result: Any) -> None:
+    """Await what a gate returned when it is awaitable (a fleet's gate), else nothing."""
+    if inspect.isawaitable(result):
+        await result

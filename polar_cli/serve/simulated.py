@@ -157,5 +157,11 @@ class SimulatedNode:
     def gate(self) -> SimulatedGate:
         return self._gate
 
+    def attach(self, pools: Any) -> None:
+        return None
+
+    def job_timeout(self, session_timeout: float) -> float:
+        return session_timeout
+
     def info(self) -> dict[str, Any]:
         return {"node_id": self.node_id, "engine": "simulated"}

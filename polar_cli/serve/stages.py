@@ -312,8 +312,11 @@ def _why_not_rewarded(facts: SessionFacts, graded: Graded | None) -> str | None:
         return verdict(facts)[2]
     if report.get("type") == "command":
         expected, observed = report.get("expected") or {}, report.get("observed") or {}
-        missed = [f"{t} (expected {s}, saw {observed.get(t) or 'nothing'})" for t, s in expected.items()
-                  if observed.get(t) != s]  # fmt: skip
+        missed = [
+            f"{t} (expected {s}, saw {observed.get(t) or 'nothing'})"
+            for t, s in expected.items()
+            if observed.get(t) != s
+        ]
         return f"unresolved: {'; '.join(missed[:5]) or report.get('reason') or 'the tests did not run'}"
     return "unresolved: the harness did not end normally"
 

@@ -31,8 +31,10 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def write_config(tmp: Path, engine: dict[str, Any], *, port: int, **service: Any) -> Path:
-    config = {
+def write_config(
+    tmp: Path, engine: dict[str, Any], *, port: int, extra: dict[str, Any] | None = None, **service: Any
+) -> Path:
+    config: dict[str, Any] = {
         "name": "serve-test",
         "harnesses": ["pi"],
         "engine": {"tokenizer": "qwen3", "token_in": True, **engine},
@@ -40,6 +42,7 @@ def write_config(tmp: Path, engine: dict[str, Any], *, port: int, **service: Any
         "concurrency": {"init": 2, "run": 2, "postrun": 2, "ready": 2},
         "timeouts": {"session": 600, "eval": 600},
         "service": {"port": port, "state_dir": str(tmp / "state"), "callback": {"backoff": 0.2}, **service},
+        **(extra or {}),
     }
     tmp.mkdir(parents=True, exist_ok=True)
     path = tmp / "serve.json"  # JSON is YAML
@@ -67,9 +70,11 @@ class Service:
 
 
 @contextmanager
-def service(tmp: Path, engine: dict[str, Any], **settings: Any) -> Iterator[Service]:
+def service(
+    tmp: Path, engine: dict[str, Any], *, extra: dict[str, Any] | None = None, **settings: Any
+) -> Iterator[Service]:
     port = free_port()
-    running = Service(write_config(tmp, engine, port=port, **settings), tmp / "serve.log", port)
+    running = Service(write_config(tmp, engine, port=port, extra=extra, **settings), tmp / "serve.log", port)
     try:
         yield running
     finally:

@@ -202,7 +202,7 @@ def test_a_restart_on_the_same_journal_serves_finished_results_and_runs_the_rest
 
 def test_weight_versions_are_stamped_and_survive_a_restart(tmp_path: Path) -> None:
     async def body(svc: RolloutService, node: SimulatedNode) -> dict[str, Any]:
-        svc.set_weights("step-7")
+        await svc.set_weights("step-7")
         svc.submit(task("w", 2))
         return await svc.wait("w", 30)
 
@@ -221,7 +221,7 @@ def test_a_pause_holds_sessions_until_resume(tmp_path: Path) -> None:
         svc.submit(task("p", 2))
         await asyncio.sleep(0.3)
         assert svc.tasks["p"].results == {}
-        svc.resume()
+        await svc.resume()
         assert (await svc.wait("p", 30))["done"]
 
     run(tmp_path, body)
@@ -234,7 +234,7 @@ def test_new_work_is_refused_while_paused_when_so_configured(tmp_path: Path) -> 
         await svc.pause("abort")
         with pytest.raises(Paused):
             svc.submit(task("p", 1))
-        svc.resume()
+        await svc.resume()
         svc.submit(task("p", 1))
 
     run(tmp_path, body, refuse_while_paused=True)
