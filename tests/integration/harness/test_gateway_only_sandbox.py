@@ -75,9 +75,15 @@ def all_interfaces_listener() -> Iterator[int]:
 
 
 def bridge_gateway(runtime: DockerRuntime) -> str:
-    """The host's address on Docker's default bridge (docker0)."""
+    """The host's address on Docker's default bridge (docker0): the IPAM's Gateway, which an engine started afresh
+    may leave out of the config; Docker then gives the bridge the subnet's first address."""
+    import ipaddress
+
     network: dict[str, Any] = runtime.client.api.inspect_network("bridge")
-    return str(network["IPAM"]["Config"][0]["Gateway"])
+    config = network["IPAM"]["Config"][0]
+    if config.get("Gateway"):
+        return str(config["Gateway"])
+    return str(next(ipaddress.ip_network(config["Subnet"]).hosts()))
 
 
 def mirror_address() -> tuple[str, int]:
