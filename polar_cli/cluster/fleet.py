@@ -76,7 +76,7 @@ class Fleet:
         self.on_join: Callable[[Member], Awaitable[None]] | None = None
         self._changed = asyncio.Event()
         self._watcher: asyncio.Task[None] | None = None
-        self._joining: asyncio.Task[None] | None = None
+        self._sweeps: set[asyncio.Task[None]] = set()
 
     # ---- life ------------------------------------------------------------------------------------------------------
 
@@ -149,10 +149,14 @@ class Fleet:
     async def stop(self) -> None:
         import ray
 
-        if self._watcher is not None:
-            self._watcher.cancel()
-            await asyncio.gather(self._watcher, return_exceptions=True)
+        for background in (self._watcher, *self._sweeps):
+            if background is not None:
+                background.cancel()
+        await asyncio.gather(*(t for t in (self._watcher, *self._sweeps) if t is not None), return_exceptions=True)
         live = self.live()
+        if live and any(not m.alive for m in self.members):  # what lost nodes left, before the survivors go
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(_await(live[0].actor.sweep.remote()), 60)
         if live:
             await asyncio.gather(
                 *(asyncio.wait_for(_await(m.actor.stop.remote()), 120) for m in live), return_exceptions=True
@@ -225,7 +229,9 @@ class Fleet:
         self._notify()
         survivors = self.live()
         if survivors:  # the dead node's containers, where they outlive it (one machine, or a raylet that died alone)
-            asyncio.get_running_loop().create_task(_swept(survivors[0]))
+            task = asyncio.get_running_loop().create_task(_swept(survivors[0]))
+            self._sweeps.add(task)
+            task.add_done_callback(self._sweeps.discard)
 
     async def broadcast(self, method: str, *args: Any) -> list[Any]:
         """Call ``method`` on every live node (a weight sync); a node that dies meanwhile is marked lost."""
@@ -261,10 +267,20 @@ async def _await(ref: Any) -> Any:
     return result
 
 
+# seconds after a node is declared lost at which a survivor sweeps: the dead actor's process may outlive its raylet by
+# a moment, and the sweep only removes containers whose owner process is gone
+SWEEP_AFTER = (2.0, 10.0, 30.0)
+
+
 async def _swept(member: Member) -> None:
-    try:
-        removed = await _await(member.actor.sweep.remote())
+    waited = 0.0
+    for at in SWEEP_AFTER:
+        await asyncio.sleep(at - waited)
+        waited = at
+        try:
+            removed = await _await(member.actor.sweep.remote())
+        except Exception as exc:
+            log.info("sweeping after a lost node failed: %s", exc)
+            return
         if removed:
             log.info("gateway node %s removed %d container(s) a lost node left behind", member.name, removed)
-    except Exception as exc:
-        log.info("sweeping after a lost node failed: %s", exc)

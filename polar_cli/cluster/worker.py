@@ -19,6 +19,7 @@ left at start.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import socket
@@ -99,6 +100,10 @@ class NodeWorker:
     async def start(self) -> dict[str, Any]:
         for sub in ("capture", "logs", "artifacts"):
             (self.dir / sub).mkdir(parents=True, exist_ok=True)
+        # who ran here: the process that owns this node's containers (their polar.owner label), for operators
+        (self.dir / "node.json").write_text(
+            json.dumps({"node_id": self.node_id, "host": socket.gethostname(), "pid": os.getpid()})
+        )
         stages = await self._stages()
         self.pools = StagePools(stages, self.spec.limits, self._on_result, hold=lambda: not self._closing)
         self._runner = asyncio.get_running_loop().create_task(self.pools.run(self.feed))

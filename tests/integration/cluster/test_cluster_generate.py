@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from polar_cli.runtime.base import MANAGED_LABEL
+from polar_cli.runtime.base import MANAGED_LABEL, OWNER_LABEL
 from polar_cli.runtime.docker import connect
 
 pytestmark = pytest.mark.integration
@@ -76,12 +76,15 @@ def lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def polar_containers() -> list[str]:
+def node_containers(out: Path) -> list[str]:
+    """Containers owned by this run's node actors (any that ever started: each wrote its node.json), alive or not:
+    scoped so that other Docker work on the machine does not count."""
+    pids = {json.loads(p.read_text())["pid"] for p in out.glob("nodes/*/node.json")}
+    assert pids, "no node started"
     client = connect()
     try:
-        return [
-            c.name for c in client.containers.list(all=True, filters={"label": [MANAGED_LABEL, "polar.role=session"]})
-        ]
+        found = client.containers.list(all=True, filters={"label": [MANAGED_LABEL, "polar.role=session"]})
+        return [c.name for c in found if int(c.labels.get(OWNER_LABEL, "::0").split(":")[1] or 0) in pids]
     finally:
         client.close()
 
@@ -107,7 +110,7 @@ def test_the_demo_on_three_nodes_accepts_every_gold_attempt_with_rows_from_every
     assert len(nodes) == 3 and sum(summary["by_node"].values()) == 9, summary["by_node"]
     for row in corpus:  # collected: the capture records are in the run directory, where the row says
         assert (out / row["capture_path"]).is_file()
-    assert summary["cluster"]["retries"] == {} and not polar_containers()
+    assert summary["cluster"]["retries"] == {} and not node_containers(out)
 
 
 def wait_for_capture(node_dir: Path, proc: subprocess.Popen[bytes]) -> None:
@@ -130,7 +133,7 @@ def test_a_node_lost_mid_run_costs_no_row_and_leaves_no_container(cluster: Any, 
     lost = [e for e in lines(out / "errors.jsonl") if "node_lost" in (e.get("reason") or "")]
     assert lost and summary["retried_by_cause"].get("node_lost") == len(lost), summary
     assert summary["pending"] == 0 and summary["errors_last_segment"] == 0
-    assert not polar_containers()
+    assert not node_containers(out)
 
 
 def test_kill_9_of_the_driver_then_the_same_command_resumes(cluster: Any, tmp_path: Path) -> None:
@@ -150,4 +153,4 @@ def test_kill_9_of_the_driver_then_the_same_command_resumes(cluster: Any, tmp_pa
     assert code == 0, stderr[-4000:]
     assert_every_key_once_accepted(out, 9)
     assert summary["segments"] == 2
-    assert not polar_containers()
+    assert not node_containers(out)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.cluster.test_cluster_generate import add_nodes, cluster, polar_containers  # noqa: F401
+from tests.integration.cluster.test_cluster_generate import add_nodes, cluster, node_containers  # noqa: F401
 from tests.integration.serve.serve_process import DEMO_IDS, instance_task, service, wait_for
 
 pytestmark = pytest.mark.integration
@@ -41,4 +41,4 @@ def test_serve_on_the_cluster_survives_the_loss_of_a_node(cluster: Any, tmp_path
     assert status["node"]["retries"].get("node_lost", 0) >= 1
     assert [n["alive"] for n in status["node"]["nodes"] if n["name"] == doomed_name] == [False]
     assert any(s["attempts"] > 1 for r in results for s in r.sessions)
-    assert not polar_containers()
+    assert not node_containers(tmp_path / "state")
