@@ -156,7 +156,6 @@ def test_interrupted_owner_leaves_nothing_behind(runtime: DockerRuntime, base_im
     proc.send_signal(sig)
     proc.wait(60)
     if sig == signal.SIGKILL:
-        # nothing ran at exit: the next runtime's sweep is what cleans up
-        assert container_id in {c["Id"] for c in runtime.client.api.containers(all=True)}
+        # nothing ran at exit: a sweep is what cleans up (this one, or that of a run started meanwhile beside it)
         runtime.sweep()
     assert container_id not in {c["Id"] for c in runtime.client.api.containers(all=True)}
