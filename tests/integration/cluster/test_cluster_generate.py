@@ -101,21 +101,31 @@ def assert_every_key_once_accepted(out: Path, n: int) -> list[dict[str, Any]]:
 def test_the_demo_on_three_nodes_accepts_every_gold_attempt_with_rows_from_every_node(
     cluster: Any, tmp_path: Path
 ) -> None:
-    add_nodes(cluster, 2)
+    """Two nodes at the start, a third that joins mid-run and gets work: each node holds two sessions (one RUN slot,
+    one POSTRUN worker), so the nine sessions queue at the driver."""
+    add_nodes(cluster, 1)
     out = tmp_path / "run"
-    code, summary, stderr = finish(start(cluster, out, "output.collect_capture=true"))
+    small = ("concurrency.run=1", "concurrency.ready=0", "concurrency.postrun=1", "concurrency.init=1")
+    proc = start(
+        cluster, out, "output.collect_capture=true", "cluster.nodes.poll_interval=1", "engine.latency=1.0", *small
+    )
+    wait_for_capture(out / "nodes", proc)
+    add_nodes(cluster, 1)
+    code, summary, stderr = finish(proc)
     assert code == 0, stderr[-4000:]
     corpus = assert_every_key_once_accepted(out, 9)
     nodes = {r["node_id"] for r in corpus}
     assert len(nodes) == 3 and sum(summary["by_node"].values()) == 9, summary["by_node"]
+    assert [n["capacity"] for n in summary["cluster"]["nodes"]] == [2, 2, 2]
     for row in corpus:  # collected: the capture records are in the run directory, where the row says
         assert (out / row["capture_path"]).is_file()
     assert summary["cluster"]["retries"] == {} and not node_containers(out)
 
 
 def wait_for_capture(node_dir: Path, proc: subprocess.Popen[bytes]) -> None:
+    """Until a session on ``node_dir``'s node (or on any node under it) has called the model."""
     deadline = time.monotonic() + TIMEOUT
-    while not any(p.stat().st_size for p in node_dir.glob("capture/*.jsonl")):
+    while not any(p.stat().st_size for p in node_dir.glob("**/capture/*.jsonl")):
         assert proc.poll() is None, proc.communicate()[1][-4000:]
         assert time.monotonic() < deadline, f"no session started on {node_dir.name}"
         time.sleep(0.1)

@@ -175,3 +175,20 @@ def test_instruction_tasks_are_graded_by_a_command_or_by_completion(tmp_path: Pa
     assert bad.rewards == [0.0] and bad.sessions[0]["reason"].startswith("unresolved")
     assert bad.sessions[0]["evaluation"]["observed"]["tests/test_paging.py::test_first_page"] == "PASSED"
     assert done.rewards == [1.0] and done.sessions[0]["evaluation"] == {"type": "session_completed", "completed": True}
+
+
+@pytest.mark.parametrize(("engine", "reward"), [("gold", 1.0), ("noop", 0.0)])
+def test_the_example_trainer_loop_runs_against_its_own_service(engine: str, reward: float) -> None:
+    """examples/grpo_loop.py as a user runs it: it launches `polar serve`, submits a group, reads rewards and token
+    fields, computes advantages, brackets the weight update with pause and resume."""
+    import subprocess
+    import sys
+
+    from tests.integration.serve.serve_process import ROOT
+
+    argv = [sys.executable, "examples/grpo_loop.py", "--launch", engine, "--prompts", "1", "--group", "2"]
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT)
+    assert done.returncode == 0, done.stderr[-4000:]
+    step = json.loads(done.stdout.strip().splitlines()[-1])
+    assert step["step"] == 0 and step["rows"] == 2 and step["trainable_tokens"] > 0
+    assert step["groups"][0]["rewards"] == [reward, reward]
