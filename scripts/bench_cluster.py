@@ -12,8 +12,8 @@ and multiplies sessions/min by the node count. Figures:
 
 - sessions/min per cluster size and the scaling ratio against one node, measured in the same run
   (sessions/min at n nodes / (n x sessions/min at 1 node); the target is >= 0.9);
-- the driver's overhead per session: the wall time of the driver's call less the node's own stage times, in ms
-  (Ray's scheduling, serialisation and the driver's dispatch).
+- the driver's overhead per session: the wall time of the driver's call less the time the node held the session
+  (from its call's arrival to its result), in ms: Ray's scheduling, serialisation and the driver's dispatch.
 
 On a machine with fewer cores than nodes the raylets and actors share the cores; sleeping sessions need little CPU,
 so the figure is about the control plane, not about harness throughput.
@@ -84,13 +84,13 @@ async def one_size(
         start = time.monotonic()
         await pools.run(jobs)
         wall = time.monotonic() - start
+        node_walls: dict[str, float] = {}
+        for walls in await fleet.broadcast("walls"):
+            node_walls.update(walls)
     finally:
         await fleet.stop()
     ok = [(key, end.value) for key, end in outputs if end.reason == "ok"]
-    overhead = [
-        (stages.walls[key] - sum(out.timings.get(k, 0.0) for k in ("init", "ready_wait", "run", "postrun"))) * 1000
-        for key, out in ok
-    ]
+    overhead = [(stages.walls[key] - node_walls[key]) * 1000 for key, _out in ok]
     return {
         "nodes": nodes,
         "sessions": len(ok),

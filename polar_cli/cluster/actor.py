@@ -45,6 +45,9 @@ def node_actor_class() -> Any:
         async def info(self) -> dict[str, Any]:
             return self.worker.info()
 
+        async def walls(self) -> dict[str, float]:
+            return dict(self.worker.walls)
+
         async def sweep(self) -> int:
             return self.worker.sweep()
 

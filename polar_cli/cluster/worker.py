@@ -94,6 +94,9 @@ class NodeWorker:
         self._runner: asyncio.Task[None] | None = None
         self._closing = False
         self.done = 0
+        # seconds each of the last sessions spent on this node, from the driver's call to its result (bench_cluster
+        # subtracts it from the driver's own wall time: what remains is Ray and the driver)
+        self.walls: dict[str, float] = {}
 
     # ---- life ----------------------------------------------------------------------------------------------------
 
@@ -181,15 +184,21 @@ class NodeWorker:
     async def run(self, key: str, payload: Any, timeout: float) -> Any:
         """Run one session through this node's pools; returns its result. Cancelled: the session ends via POSTRUN."""
         assert self.pools is not None, "start the node first"
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
         self.futures[key] = future
         self.feed.push(Job(key, payload, timeout))
         self.pools.feed()
+        start = loop.time()
         try:
             return await asyncio.shield(future)
         except asyncio.CancelledError:
             self.cancel([key], "cancelled by the driver")
             raise
+        finally:
+            if len(self.walls) >= 10_000:
+                self.walls.pop(next(iter(self.walls)))
+            self.walls[key] = loop.time() - start
 
     def cancel(self, keys: list[str], reason: str) -> int:
         wanted = set(keys)
