@@ -188,25 +188,11 @@ class GatewayProtocol(asyncio.Protocol):
         if reply.stream is None:
             transport.write(encode_response(reply.status, reply.body, reply.content_type, keep_alive=keep_alive))
             return
-        headers = [
-            ("content-type", reply.content_type),
-            ("cache-control", "no-cache"),
-            ("transfer-encoding", "chunked"),
-        ]
-        if not keep_alive:
-            headers.append(("connection", "close"))
-        transport.writelines([encode_head(reply.status, headers), *map(encode_chunk, reply.stream), LAST_CHUNK])
+        transport.writelines([_stream_head(reply, keep_alive), *map(encode_chunk, reply.stream), LAST_CHUNK])
 
     async def _write_live(self, transport: asyncio.Transport, reply: Reply, keep_alive: bool) -> None:
         assert reply.live is not None
-        headers = [
-            ("content-type", reply.content_type),
-            ("cache-control", "no-cache"),
-            ("transfer-encoding", "chunked"),
-        ]
-        if not keep_alive:
-            headers.append(("connection", "close"))
-        transport.write(encode_head(reply.status, headers))
+        transport.write(_stream_head(reply, keep_alive))
         async for chunk in reply.live:
             if self._transport is None:
                 return
@@ -244,6 +230,14 @@ class GatewayProtocol(asyncio.Protocol):
             self._fail(PeerProtocolError("request not received in time", status=408))
         else:
             self._close()
+
+
+def _stream_head(reply: Reply, keep_alive: bool) -> bytes:
+    """The head of a chunked answer (a synthetic stream, or a live one)."""
+    headers = [("content-type", reply.content_type), ("cache-control", "no-cache"), ("transfer-encoding", "chunked")]
+    if not keep_alive:
+        headers.append(("connection", "close"))
+    return encode_head(reply.status, headers)
 
 
 class GatewayServer:

@@ -19,8 +19,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
 
-from polar_cli.capture import CaptureRecord, read_session_views
-from polar_cli.capture.store import session_file
+from polar_cli.capture import CaptureRecord
 from polar_cli.config import Recipe
 from polar_cli.generate.rows import SessionFacts
 from polar_cli.generate.session_logs import run_logs, write_session_logs
@@ -165,13 +164,9 @@ class GenerateStages:
         session_id = session.session_id if session is not None else ""
         if session is not None:
             artifacts = self.run_dir / "artifacts" / session_id if self.recipe.output.keep_artifacts else None
-            try:
-                collected = await self.steps.finish(
-                    session.prepared, artifacts, harness_run.output if harness_run is not None else None
-                )
-            finally:
-                self.gateway.close_session(session.key)
-            records = await in_thread(self.executor, lambda: self._records(session_id))
+            collected, records = await self.steps.conclude(
+                self.gateway, session.key, session.prepared, artifacts, harness_run
+            )
         build = await in_thread(self.executor, lambda: self._build(records))
         evaluation, eval_seconds, log_path = None, 0.0, None
         if collected is not None and not collected.error and harness_run is not None:
@@ -205,11 +200,6 @@ class GenerateStages:
         except OSError as exc:
             log.warning("session %s: writing its evaluation logs failed: %s", session_id, exc)
             return None
-
-    def _records(self, session_id: str) -> list[CaptureRecord]:
-        self.gateway.flush()
-        path = session_file(self.gateway.capture.capture_dir, session_id)
-        return read_session_views(path) if path.exists() else []
 
     def _build(self, records: list[CaptureRecord]) -> Build:
         if self.recipe.builder.strategy == "per_request":

@@ -20,7 +20,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from polar_cli.capture import CaptureWriter
+from polar_cli.capture import CaptureRecord, CaptureWriter, read_session_views
+from polar_cli.capture.store import session_file
 from polar_cli.gateway.handler import Gateway
 from polar_cli.gateway.pause import ModelCallGate
 from polar_cli.gateway.server import GatewayServer
@@ -110,6 +111,12 @@ class NodeGateway:
     def flush(self) -> None:
         """Block until every capture record so far is on disk (call from a worker thread)."""
         self.capture.flush()
+
+    def records(self, session_id: str) -> list[CaptureRecord]:
+        """A closed session's capture records, read back exactly (call from a worker thread)."""
+        self.flush()
+        path = session_file(self.capture.capture_dir, session_id)
+        return read_session_views(path) if path.exists() else []
 
     async def stop(self) -> None:
         """Stop listening and close the upstream connections; capture records are flushed and the writer closed."""

@@ -13,12 +13,16 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
+from polar_cli.capture import CaptureRecord
 from polar_cli.harness import session
 from polar_cli.harness.base import Wiring
 from polar_cli.harness.session import Collected, HarnessRun, Prepared, SessionSpec
 from polar_cli.runtime.base import Runtime
+
+if TYPE_CHECKING:
+    from polar_cli.node.gateway import NodeGateway
 
 log = logging.getLogger("polar.node")
 X = TypeVar("X")
@@ -67,3 +71,15 @@ class SessionSteps:
 
     async def discard(self, prepared: Prepared) -> None:
         await in_thread(self.executor, lambda: session.discard(prepared))
+
+    async def conclude(
+        self, gateway: NodeGateway, key: str, prepared: Prepared, artifacts_dir: Path | None, run: HarnessRun | None
+    ) -> tuple[Collected, list[CaptureRecord]]:
+        """POSTRUN's first half, the same for every kind of run: collect and remove the container, close the gateway
+        session (whatever collecting did), read its capture records back."""
+        try:
+            collected = await self.finish(prepared, artifacts_dir, run.output if run is not None else None)
+        finally:
+            gateway.close_session(key)
+        records = await in_thread(self.executor, lambda: gateway.records(prepared.spec.session_id))
+        return collected, records

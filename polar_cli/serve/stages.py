@@ -20,8 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from polar_cli.capture import CaptureRecord, read_session_views
-from polar_cli.capture.store import session_file
+from polar_cli.capture import CaptureRecord
 from polar_cli.config import EvalConfig
 from polar_cli.generate.rows import INFRA, SessionFacts, status_of, verdict
 from polar_cli.generate.session_logs import log_excerpt, run_logs, write_session_logs
@@ -218,13 +217,9 @@ class ServeStages:
         session_id = session.session_id if session is not None else ""
         if session is not None:
             artifacts = self.state_dir / "artifacts" / session_id
-            try:
-                collected = await self.steps.finish(
-                    session.prepared, artifacts, harness_run.output if harness_run is not None else None
-                )
-            finally:
-                self.gateway.close_session(session.key)
-            records = await in_thread(self.executor, lambda: self._records(session_id))
+            collected, records = await self.steps.conclude(
+                self.gateway, session.key, session.prepared, artifacts, harness_run
+            )
         build = await in_thread(self.executor, lambda: self._build(plan, records))
         cancelled = self.cancelled(sj)
         graded: Graded | None = None
@@ -284,11 +279,6 @@ class ServeStages:
             weight_versions=weight_versions(records),
             stats=_stats(records, build),
         )
-
-    def _records(self, session_id: str) -> list[CaptureRecord]:
-        self.gateway.flush()
-        path = session_file(self.gateway.capture.capture_dir, session_id)
-        return read_session_views(path) if path.exists() else []
 
     def _build(self, plan: TaskPlan, records: list[CaptureRecord]) -> Build:
         if plan.strategy == "per_request":

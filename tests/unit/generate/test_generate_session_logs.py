@@ -85,6 +85,9 @@ class Gateway:
     def flush(self) -> None:
         pass
 
+    def records(self, session_id: str) -> list[Any]:
+        return []
+
 
 @pytest.mark.parametrize("keep_artifacts", [True, False])
 def test_postrun_writes_the_logs_always_and_the_row_links_them(
