@@ -3,6 +3,7 @@ statuses on the fake runtime, and the rows they become."""
 
 from __future__ import annotations
 
+import secrets
 import subprocess
 import time
 from collections.abc import Iterator
@@ -57,11 +58,13 @@ def sleepers(tag: str) -> list[str]:
 
 def test_the_wrapper_returns_when_the_command_exits_and_kills_its_background_children(tmp_path: Path) -> None:
     # the background sleep holds the output pipe: without the group kill, the caller's read would wait 400 s
-    done, seconds = run_wrapped("sleep 401 & sleep 402 >/dev/null 2>&1 & echo started", tmp_path)
+    # durations no other process on the machine uses (containers' processes show in the host's ps too)
+    tag = str(secrets.randbelow(10**6) + 4 * 10**6)
+    done, seconds = run_wrapped(f"sleep {tag}1 & sleep {tag}2 >/dev/null 2>&1 & echo started", tmp_path)
     assert (done.returncode, done.stdout) == (0, b"started\n")
     assert seconds < 10
     time.sleep(0.2)
-    assert sleepers("40") == []
+    assert sleepers(tag) == []
 
 
 def test_the_wrapper_reports_a_signal_as_128_plus_its_number_and_writes_no_status_on_success(tmp_path: Path) -> None:
