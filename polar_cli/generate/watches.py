@@ -136,7 +136,7 @@ def _workers_check(engine: EngineHandle, config: EngineConfig, run_dir: Path) ->
     assert engine.pool is not None
     workers = [
         EngineLiveness(
-            replace(engine, upstream=worker.client, server=None, pool=None),
+            replace(engine, upstream=worker.client, server=None),
             config,
             run_dir / "logs" / "sglang.log",
             timeout=config.health_timeout,

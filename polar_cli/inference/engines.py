@@ -54,12 +54,15 @@ class EngineHandle:
     traits: TemplateTraits | None = None
     scripted: ScriptedUpstream | None = None
     server: SGLangServer | None = None
-    # engine.urls: the pool ``upstream`` is (the node tells it when a session closes)
-    pool: UpstreamPool | None = None
 
     @property
     def model(self) -> str:
         return self.options.model
+
+    @property
+    def pool(self) -> UpstreamPool | None:
+        """``engine.urls``: the pool ``upstream`` is (the node tells it when a session closes); None otherwise."""
+        return self.upstream if isinstance(self.upstream, UpstreamPool) else None
 
     async def close(self) -> None:
         """Close the upstream connections and stop a launched server (idempotent)."""
@@ -187,7 +190,6 @@ async def _open_pool(
     urls = config.server_urls()
     pool = UpstreamPool(urls, timeout=config.upstream_timeout)
     handle = EngineHandle(config.kind, pool, _options(config, "default"), config.gpu_count(), token_in=token_in)
-    handle.pool = pool
     try:
         served = {url: await on_worker(url, served_model(w.client)) for url, w in zip(urls, pool.workers, strict=True)}
         if len(set(served.values())) > 1:
