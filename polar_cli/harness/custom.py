@@ -243,8 +243,8 @@ def load_harness_config(path: str) -> dict[str, CustomHarnessConfig]:
     import yaml
     from pydantic import TypeAdapter, ValidationError
 
-    from polar_cli.config import errors_text
     from polar_cli.errors import ConfigError
+    from polar_cli.overrides import errors_text
 
     source = f"harness config {path}"
     try:

@@ -27,14 +27,12 @@ from polar_cli.config import (
     RuntimeConfig,
     TimeoutsConfig,
     _Strict,
-    apply_override,
-    errors_text,
-    plain,
     resolve_paths,
 )
 from polar_cli.errors import ConfigError
 from polar_cli.harness.base import HarnessAdapter
 from polar_cli.harness.custom import CustomHarnessConfig, check_custom_names
+from polar_cli.overrides import apply_override, errors_text, plain
 
 TOKEN_ENV = "POLAR_SERVE_TOKEN"
 
