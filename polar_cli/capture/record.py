@@ -5,7 +5,11 @@ history, so storing every record whole would grow quadratically with the session
 delta against the session's earlier records:
 
 - prompt ids: the longest common prefix with one of the last few calls' prompts (``base`` seq + ``prefix`` length) and
-  the ``suffix``. Looking back a few calls, not just one, keeps interleaved sub-agent chains compact.
+  the ``suffix``. Looking back a few calls, not just one, keeps interleaved sub-agent chains compact. ``line`` names
+  the base by its 0-based line in the file, which is unique where seqs may not be (a gateway restarted mid-session
+  numbers its calls from its own start; two keys may name one session); readers check that line's seq is ``base``.
+  Lines without ``line`` (older writers) name the base by seq alone, and a seq that two recent records carry is
+  refused as ambiguous, never guessed.
 - the harness's request body and the upstream request: as bytes, the previous call's body with a common prefix and a
   common suffix kept and the ``middle`` replaced (history grows in the middle of a body: tools and settings follow it).
   Byte comparison runs at memcmp speed, so the writer thread holds the GIL for microseconds, not for a deep compare
@@ -30,10 +34,11 @@ from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import islice
-from typing import Any, ClassVar, Literal, overload
+from typing import Any, Literal
 
 import orjson
+
+from polar_cli.capture.ids import COMPARE_BLOCK, PromptView, common_prefix_len, id_list
 
 FORMAT_VERSION = 2
 # How many earlier calls a prompt may take its prefix from.
@@ -92,121 +97,11 @@ class CaptureRecord:
         return self.ended - self.started
 
 
-def common_prefix_len(a: Sequence[Any], b: Sequence[Any]) -> int:
-    """Length of the longest common prefix of two sequences (lists, bytes), at the speed of slice comparison.
-
-    Blocks are compared in order, then the first differing block is bisected: linear in the prefix, with every
-    comparison done in C.
-    """
-    n = min(len(a), len(b))
-    if isinstance(a, PromptView) and a.shares_buffer(b):
-        return n
-    step = _BLOCK
-    i = 0
-    while i < n:
-        j = min(n, i + step)
-        if a[i:j] != b[i:j]:
-            lo, hi = i, j  # invariant: a[:lo] == b[:lo] and a[lo:hi] != b[lo:hi]
-            while hi - lo > 1:
-                mid = (lo + hi) // 2
-                if a[lo:mid] == b[lo:mid]:
-                    lo = mid
-                else:
-                    hi = mid
-            return lo
-        i = j
-        step *= 2  # long shared histories: fewer, larger comparisons
-    return n
-
-
-_BLOCK = 1024
-
-
-class PromptView(Sequence[int]):
-    """Prompt ids as ``Expander(views=True)`` rebuilds them: the first ``len`` ids of a buffer shared along a chain.
-
-    A view never changes: the buffer is only ever appended to beyond every view's end. Slices are lists. Two views
-    of one buffer are prefixes of each other (`shares_buffer`), which is how the merger tells that a call extends a
-    chain's last prompt without comparing ids.
-    """
-
-    __slots__ = ("_ids", "_len")
-    __hash__: ClassVar[None]  # type: ignore[assignment]
-
-    def __init__(self, ids: list[int], length: int | None = None) -> None:
-        self._ids = ids
-        self._len = len(ids) if length is None else length
-
-    @classmethod
-    def extend(cls, base: PromptView | None, prefix: int, suffix: list[int]) -> PromptView:
-        """The prompt stored as ``base``'s first ``prefix`` ids, then ``suffix``; ``suffix`` may become the buffer."""
-        if base is None or prefix == 0:
-            return cls(suffix)
-        if prefix > base._len:
-            raise ValueError(f"prompt prefix {prefix} is longer than its base prompt ({base._len} ids)")
-        ids, end = base._ids, prefix + len(suffix)
-        if len(ids) == prefix:  # the base is the longest prompt in its buffer: grow the buffer
-            ids += suffix
-        elif ids[prefix:end] != suffix:  # a branch (retried, edited or rewound history): a buffer of its own
-            ids = ids[:prefix] + suffix
-        return cls(ids, end)
-
-    def shares_buffer(self, other: object) -> bool:
-        """Whether ``other`` is a view of the same buffer, so that the shorter of the two is a prefix of the other."""
-        return isinstance(other, PromptView) and other._ids is self._ids
-
-    def tolist(self) -> list[int]:
-        return self._ids[: self._len]
-
-    def __len__(self) -> int:
-        return self._len
-
-    @overload
-    def __getitem__(self, index: int) -> int: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[int]: ...
-
-    def __getitem__(self, index: int | slice) -> int | list[int]:
-        if isinstance(index, slice):
-            return self._ids[slice(*index.indices(self._len))]
-        i = index + self._len if index < 0 else index
-        if not 0 <= i < self._len:
-            raise IndexError("prompt index out of range")
-        return self._ids[i]
-
-    def __iter__(self) -> Iterator[int]:
-        return islice(self._ids, self._len)
-
-    def index(self, value: Any, start: int = 0, stop: int | None = None) -> int:
-        start, stop, _ = slice(start, stop).indices(self._len)
-        return self._ids.index(value, start, stop)
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, PromptView):
-            if self._len != other._len:
-                return False
-            return other._ids is self._ids or self.tolist() == other.tolist()
-        if isinstance(other, list):
-            return self._len == len(other) and self.tolist() == other
-        return NotImplemented
-
-    def __repr__(self) -> str:
-        return f"PromptView({self._len} ids)"
-
-
-def id_list(ids: Sequence[int]) -> list[int]:
-    """``ids`` as a list: a list itself, a copy of a view's ids."""
-    if isinstance(ids, list):
-        return ids
-    return ids.tolist() if isinstance(ids, PromptView) else list(ids)
-
-
 def common_suffix_len(a: bytes, b: bytes, limit: int) -> int:
     """Longest common suffix of two byte strings, at most ``limit`` long: blocks from the end, then bisection."""
     la, lb = len(a), len(b)
     n = min(limit, la, lb)
-    step = _BLOCK
+    step = COMPARE_BLOCK
     i = 0  # a[la - i:] == b[lb - i:]
     while i < n:
         j = min(n, i + step)
@@ -367,18 +262,21 @@ class Compactor:
     """Turns one session's records, in order, into compact line dicts."""
 
     def __init__(self) -> None:
-        self._prompts: deque[tuple[int, bytes]] = deque(maxlen=PROMPT_LOOKBACK)
+        # (line, seq, ids) of the last prompts: ``line`` is the record's 0-based line in its file (`compact` counts)
+        self._prompts: deque[tuple[int, int, bytes]] = deque(maxlen=PROMPT_LOOKBACK)
+        self.lines = 0
+        self.last_seq = -1
         self._request: bytes | None = None
         self._normalized: bytes | None = None
         self._headers: dict[str, str] | None = None
 
     def compact(self, record: CaptureRecord) -> dict[str, Any]:
         prompt = _as_bytes(record.prompt_ids)
-        base_seq, prefix = -1, 0
-        for seq, ids in self._prompts:
+        base_line, base_seq, prefix = -1, -1, 0
+        for line_no, seq, ids in self._prompts:
             n = common_prefix_len(prompt, ids) // 4
             if n > prefix:
-                base_seq, prefix = seq, n
+                base_line, base_seq, prefix = line_no, seq, n
         request = _body_bytes(record.request, record.request_bytes)
         normalized = _body_bytes(record.normalized, record.normalized_bytes)
         same_headers = record.request_headers == self._headers
@@ -395,7 +293,12 @@ class Compactor:
             "request_headers": "same" if same_headers else record.request_headers,
             "normalized": _store_body(normalized, self._normalized),
             "response": record.response,
-            "prompt_ids": {"base": base_seq, "prefix": prefix, "suffix": id_list(record.prompt_ids[prefix:])},
+            "prompt_ids": {
+                "base": base_seq,
+                "line": base_line,
+                "prefix": prefix,
+                "suffix": id_list(record.prompt_ids[prefix:]),
+            },
             "response_ids": record.response_ids,
             "response_logprobs": record.response_logprobs,
             "finish_reason": record.finish_reason,
@@ -412,7 +315,9 @@ class Compactor:
         if record.weight_version is not None:
             line["weight_version"] = record.weight_version
         if record.prompt_ids:
-            self._prompts.append((record.seq, prompt))
+            self._prompts.append((self.lines, record.seq, prompt))
+        self.lines += 1
+        self.last_seq = max(self.last_seq, record.seq)
         self._request = request if request is not None else self._request
         self._normalized = normalized if normalized is not None else self._normalized
         self._headers = record.request_headers
@@ -427,8 +332,9 @@ class Expander:
 
     def __init__(self, *, views: bool = False) -> None:
         self.views = views
-        self._prompts: dict[int, Sequence[int]] = {}
-        self._recent: deque[int] = deque(maxlen=PROMPT_LOOKBACK)
+        # (line, seq, prompt) of the last prompts, as the compactor kept them
+        self._recent: deque[tuple[int, int, Sequence[int]]] = deque(maxlen=PROMPT_LOOKBACK)
+        self._line = 0
         self._request: JsonBody | None = None
         self._normalized: JsonBody | None = None
         self._headers: dict[str, str] = {}
@@ -451,21 +357,45 @@ class Expander:
         )
         record = CaptureRecord(**fields)
         if prompt_ids:
-            if len(self._recent) == self._recent.maxlen:
-                self._prompts.pop(self._recent[0], None)
-            self._recent.append(record.seq)
-            self._prompts[record.seq] = prompt_ids
+            self._recent.append((self._line, record.seq, prompt_ids))
+        self._line += 1
         self._request = request if request is not None else self._request
         self._normalized = normalized if normalized is not None else self._normalized
         self._headers = headers
         return record
 
+    def _base(self, stored: dict[str, Any]) -> Sequence[int]:
+        """The prompt a delta names: by its line when the writer said (unique within a file, whatever the seqs), else
+        by seq, which is ambiguous once a file holds one seq twice (a gateway restarted with the same key, two keys of
+        one session id, as older writers let happen): that is refused, never guessed."""
+        base = stored["base"]
+        if "line" in stored:
+            found = [(seq, ids) for line_no, seq, ids in self._recent if line_no == stored["line"]]
+            if not found:
+                raise ValueError(f"prompt ids refer to line {stored['line']!r}, not among the last {PROMPT_LOOKBACK}")
+            if found[0][0] != base:
+                raise ValueError(
+                    f"prompt ids refer to line {stored['line']} as call {base!r}; it is call {found[0][0]}"
+                )
+            return found[0][1]
+        candidates = [ids for _, seq, ids in self._recent if seq == base]
+        if not candidates:
+            raise ValueError(f"prompt ids refer to call {base!r}, not among the last {PROMPT_LOOKBACK}")
+        if len(candidates) > 1:
+            raise ValueError(
+                f"prompt ids refer to call {base!r}, which {len(candidates)} of the last {PROMPT_LOOKBACK} records "
+                "carry (a gateway restarted mid-session wrote its seqs again): ambiguous, not rebuilt"
+            )
+        return candidates[0]
+
     def _prompt(self, stored: dict[str, Any]) -> Sequence[int]:
         prefix: int = stored["prefix"]
         suffix: list[int] = stored["suffix"]
-        base = self._prompts.get(stored["base"]) if prefix else None
-        if prefix and base is None:
-            raise ValueError(f"prompt ids refer to call {stored['base']!r}, not among the last {PROMPT_LOOKBACK}")
+        if not prefix:
+            return PromptView(suffix) if self.views else suffix
+        base = self._base(stored)
         if self.views:
             return PromptView.extend(base if isinstance(base, PromptView) else None, prefix, suffix)
-        return base[:prefix] + suffix if isinstance(base, list) else suffix
+        if prefix > len(base):
+            raise ValueError(f"prompt prefix {prefix} is longer than its base prompt ({len(base)} ids)")
+        return list(base[:prefix]) + suffix

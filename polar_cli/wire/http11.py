@@ -61,6 +61,12 @@ class Response:
     keep_alive: bool
 
 
+_DIGITS = frozenset("0123456789")
+_HEX_DIGITS = frozenset(b"0123456789abcdefABCDEF")
+# Content-Length and chunk sizes: 16 digits is far past any body limit and far below int()'s 4,300-digit refusal
+_MAX_DIGITS = 16
+# decoded bytes per step of inflating a body
+_INFLATE_STEP = 1024 * 1024
 _TOKEN_CHARS = frozenset(b"!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
 
 
@@ -106,6 +112,14 @@ class _Reader(ABC):
         return self._dead
 
     def _next(self) -> tuple[tuple[str, str, str, Headers], bytes] | _NeedData:
+        try:
+            return self._step()
+        except (PeerProtocolError, UpstreamProtocolError) as exc:
+            # the error is kept (`_dead`) and refers to the parser: with its traceback it would keep the frames below
+            # alive, a bomb's decoded megabytes included, until the cycle collector happened to run
+            raise exc.with_traceback(None) from None
+
+    def _step(self) -> tuple[tuple[str, str, str, Headers], bytes] | _NeedData:
         if self._dead is not None:
             raise self._dead
         if self._head is None:
@@ -180,8 +194,9 @@ class _Reader(ABC):
                 raise self._fail(f"unsupported Transfer-Encoding {te!r}", 501)
             self._mode, self._chunk_state = "chunked", "size"
         elif cl is not None:
-            if not cl.isdigit():
-                raise self._fail(f"bad Content-Length {cl!r}")
+            # ASCII digits only ("²".isdigit() is true) and few of them (int() refuses over 4,300 digits)
+            if not (0 < len(cl) <= _MAX_DIGITS and _DIGITS.issuperset(cl)):
+                raise self._fail(f"bad Content-Length {cl[:20]!r}")
             self._remaining = int(cl)
             if self._remaining > self.limits.max_body_bytes:
                 raise self._fail("body too large", 413)
@@ -218,14 +233,12 @@ class _Reader(ABC):
                     if len(buf) > 1024:
                         raise self._fail("chunk size line too long")
                     return False
-                size_text = bytes(buf[:end]).split(b";", 1)[0].strip()
+                size_text = bytes(buf[:end]).split(b";", 1)[0].strip(b" \t")
                 del buf[: end + 2]
-                try:
-                    size = int(size_text, 16)
-                except ValueError:
-                    raise self._fail(f"bad chunk size {size_text[:20]!r}") from None
-                if size < 0:
-                    raise self._fail("bad chunk size")
+                # hex digits only: int(x, 16) would also take "0x1f", "+1", "1_0" and surrounding whitespace
+                if not (0 < len(size_text) <= _MAX_DIGITS and _HEX_DIGITS.issuperset(size_text)):
+                    raise self._fail(f"bad chunk size {size_text[:20]!r}")
+                size = int(size_text, 16)
                 if size == 0:
                     self._chunk_state = "trailers"
                     continue
@@ -261,25 +274,40 @@ class _Reader(ABC):
         encoding = headers.get("content-encoding", "identity").strip().lower()
         if encoding in ("identity", ""):
             return body
-        if encoding in ("gzip", "x-gzip", "deflate"):
-            wbits = 16 + zlib.MAX_WBITS if encoding != "deflate" else zlib.MAX_WBITS
-            limit = self.limits.max_body_bytes
-            try:
-                d = zlib.decompressobj(wbits)
-                out = d.decompress(body, limit + 1)
-                if len(out) > limit:
-                    raise self._fail("body too large after decompression", 413)
-                if not d.eof:
-                    raise self._fail(f"truncated {encoding} body")
-                return out
-            except zlib.error:
-                if encoding == "deflate":  # some clients send raw deflate without the zlib wrapper
-                    try:
-                        return zlib.decompress(body, -zlib.MAX_WBITS)
-                    except zlib.error:
-                        pass
-                raise self._fail(f"corrupt {encoding} body") from None
+        if encoding in ("gzip", "x-gzip"):
+            return self._inflate(body, 16 + zlib.MAX_WBITS, encoding)
+        if encoding == "deflate":
+            # RFC 9110 names the zlib format, but some clients send raw deflate: a zlib stream's first two bytes,
+            # read as a big-endian number, are a multiple of 31 with method 8 (RFC 1950 2.2); a raw one's rarely are
+            wbits = zlib.MAX_WBITS if _is_zlib_header(body) else -zlib.MAX_WBITS
+            return self._inflate(body, wbits, encoding)
         raise self._fail(f"unsupported Content-Encoding {encoding!r}", 415)
+
+    def _inflate(self, body: bytes, wbits: int, encoding: str) -> bytes:
+        """The decoded body, never more than the body limit held: decoding stops one byte past the limit (413)."""
+        limit = self.limits.max_body_bytes
+        d = zlib.decompressobj(wbits)
+        out = bytearray()
+        data = body
+        # in steps: one call with max_length=limit still peaks at twice the limit (zlib joins its output blocks)
+        while not d.eof:
+            try:
+                chunk = d.decompress(data, min(_INFLATE_STEP, limit + 1 - len(out)))
+            except zlib.error:
+                raise self._fail(f"corrupt {encoding} body") from None
+            out += chunk
+            if len(out) > limit:
+                raise self._fail("body too large after decompression", 413)
+            data = d.unconsumed_tail
+            if not data and not chunk:  # all input read and nothing more came out
+                break
+        if not d.eof:
+            raise self._fail(f"truncated {encoding} body")
+        return bytes(out)
+
+
+def _is_zlib_header(body: bytes) -> bool:
+    return len(body) >= 2 and body[0] & 0x0F == 8 and (body[0] << 8 | body[1]) % 31 == 0
 
 
 class RequestParser(_Reader):
@@ -324,7 +352,7 @@ class ResponseParser(_Reader):
     error = UpstreamProtocolError
 
     def _check_start_line(self, version: str, status: str, reason: str) -> None:
-        if not version.startswith("HTTP/1.") or not (status.isdigit() and len(status) == 3):
+        if not version.startswith("HTTP/1.") or not (len(status) == 3 and _DIGITS.issuperset(status)):
             raise self._fail("malformed status line", 502)
 
     def _default_body_mode(self) -> tuple[Literal["length", "close"], int]:

@@ -17,7 +17,8 @@ from polar_cli.capture import (
     read_session,
     read_session_views,
 )
-from polar_cli.capture.record import _MAX_PIECES, Compactor, Expander, JsonBody, byte_delta, common_prefix_len
+from polar_cli.capture.ids import common_prefix_len
+from polar_cli.capture.record import _MAX_PIECES, Compactor, Expander, JsonBody, byte_delta
 from polar_cli.capture.store import session_file
 from polar_cli.errors import CaptureReadError
 
@@ -230,12 +231,23 @@ def test_interleaved_chains_read_as_views_keep_a_buffer_each() -> None:
 def test_a_prompt_whose_base_is_not_among_the_recent_calls_is_a_capture_read_error(tmp_path: Path) -> None:
     compactor = Compactor()
     lines = [compactor.compact(r) for r in _growing_session(2)]
-    lines[1]["prompt_ids"]["base"] = 99
     path = tmp_path / "s1.jsonl"
-    path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
-    for read in (read_session, read_session_views):
-        with pytest.raises(CaptureReadError, match="refer to call 99"):
-            read(path)
+    for change, message in [
+        ({"base": 99, "line": None}, "refer to call 99"),  # an older writer's line: named by seq alone
+        ({"line": 99}, "refer to line 99"),
+        ({"base": 99}, "refer to line 0 as call 99; it is call 0"),
+    ]:
+        delta = {**lines[1]["prompt_ids"], **change}
+        path.write_bytes(
+            orjson.dumps(lines[0]) + b"\n" + orjson.dumps({**lines[1], "prompt_ids": _legacy(delta)}) + b"\n"
+        )
+        for read in (read_session, read_session_views):
+            with pytest.raises(CaptureReadError, match=message):
+                read(path)
+
+
+def _legacy(delta: dict) -> dict:
+    return {k: v for k, v in delta.items() if v is not None}
 
 
 def test_interleaved_chains_take_their_prefix_from_their_own_chain() -> None:

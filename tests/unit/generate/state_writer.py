@@ -33,8 +33,8 @@ def row(i: int) -> dict[str, object]:
         "reason": None if i % 3 else "unresolved: tests failed",
         "stats": {"model_calls": 2, "prompt_tokens": 100, "completion_tokens": 10, "trainable_tokens": 10},
         "timing": {"init": 1.0, "run": 2.0},
-        # big rows: a kill lands inside a write(2) often
-        "traces": [{"prompt_ids": list(range(i, i + 40_000))}],
+        # big rows: a kill lands inside a write(2) often; 1-3 traces, so 1-3 rows written together (Rule 4)
+        "traces": [{"prompt_ids": list(range(i, i + 15_000))} for _ in range(1 + i % 3)],
     }
 
 

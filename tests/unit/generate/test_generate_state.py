@@ -32,6 +32,16 @@ def lines(path: Path) -> list[bytes]:
     return data[: data.rfind(b"\n") + 1].splitlines(keepends=True)
 
 
+def whole_sessions(rows: list[bytes]) -> list[bytes]:
+    """The rows less a trailing session whose rows a kill tore (Rule 4 cuts those when the run is opened)."""
+    while rows:
+        last = json.loads(rows[-1])
+        if last["trace_index"] == last["trace_count"] - 1:
+            break
+        rows = rows[: -1 - last["trace_index"]]
+    return rows
+
+
 def state_keys(out: Path) -> list[str]:
     return [json.loads(x)["key"] for x in lines(out / STATE) if json.loads(x).get("type") == "session"]
 
@@ -42,7 +52,7 @@ def test_row_then_state_line_and_errors_are_not_finished(tmp_path: Path) -> None
     state.record(Verdict("rejected", row(3)))
     state.record(Verdict("error", {**row(5), "status": "INIT_ERROR"}))
     state.close()
-    assert [json.loads(x)["key"] for x in lines(tmp_path / CORPUS)] == ["inst-1::pi::1"]
+    assert [json.loads(x)["key"] for x in lines(tmp_path / CORPUS)] == ["inst-1::pi::1"] * 2  # its two traces
     assert [json.loads(x)["key"] for x in lines(tmp_path / REJECTS)] == ["inst-3::pi::1"]
     assert state_keys(tmp_path) == ["inst-1::pi::1", "inst-3::pi::1"]  # the error is retried next time
     again = RunState(tmp_path, parse_recipe(RECIPE))
@@ -64,9 +74,28 @@ def test_a_row_without_its_state_line_is_adopted_and_a_torn_row_cut(tmp_path: Pa
     assert state.recovered == 1
     assert set(state.finished) == {"inst-1::pi::1", "inst-2::pi::1"}
     state.close()
-    assert [json.loads(x)["key"] for x in lines(tmp_path / CORPUS)] == ["inst-1::pi::1", "inst-2::pi::1"]
+    assert [json.loads(x)["key"] for x in lines(tmp_path / CORPUS)] == ["inst-1::pi::1"] * 2 + ["inst-2::pi::1"]
     assert (tmp_path / CORPUS).read_bytes().endswith(b"\n")
     assert last_row(tmp_path / CORPUS)["key"] == "inst-2::pi::1"  # type: ignore[index]
+
+
+def test_a_session_whose_rows_a_kill_tore_is_cut_whole_and_runs_again(tmp_path: Path) -> None:
+    """Rule 4: two of a session's three rows made it to disk; its first rows are cut with the torn one."""
+    state = RunState(tmp_path, parse_recipe(RECIPE))
+    state.record(Verdict("accepted", row(1)))  # 2 traces: 2 rows
+    state.close()
+    whole = (tmp_path / CORPUS).read_bytes()
+    state = RunState(tmp_path, parse_recipe(RECIPE))
+    state.record(Verdict("accepted", row(5)))  # 3 traces
+    state.close()
+    torn = (tmp_path / CORPUS).read_bytes()
+    cut = len(whole) + sum(len(x) + 1 for x in torn[len(whole) :].split(b"\n")[:2]) + 100
+    (tmp_path / CORPUS).write_bytes(torn[:cut])
+    (tmp_path / STATE).write_bytes(b"".join(x for x in lines(tmp_path / STATE) if b"inst-5" not in x))
+    state = RunState(tmp_path, parse_recipe(RECIPE))
+    assert state.recovered == 0 and set(state.finished) == {"inst-1::pi::1"}
+    state.close()
+    assert (tmp_path / CORPUS).read_bytes() == whole
 
 
 def test_resuming_with_another_engine_is_refused(tmp_path: Path) -> None:
@@ -126,16 +155,20 @@ def test_sigkill_at_random_moments_loses_and_duplicates_nothing(tmp_path: Path) 
         proc.wait()
         kills += 1
         for name in kept:
-            now = lines(tmp_path / name)
-            # Rule 2/3: every complete row seen after an earlier kill is still there, in place
+            now = whole_sessions(lines(tmp_path / name))
+            # Rules 2-4: every row of a whole session seen after an earlier kill is still there, in place
             assert now[: len(kept[name])] == kept[name]
             kept[name] = now
     else:
         pytest.fail("the writer never finished")
     assert kills >= 3, "the writer finished too fast to be killed: make its rows bigger"
     rows = [json.loads(x) for name in (CORPUS, REJECTS) for x in lines(tmp_path / name)]
-    keys = [r["key"] for r in rows]
-    assert sorted(keys) == sorted(f"inst-{i}::pi::1" for i in range(n))  # every row exactly once
+    # every row exactly once: each session's traces, each once
+    assert sorted((r["key"], r["trace_index"]) for r in rows) == sorted(
+        (f"inst-{i}::pi::1", t) for i in range(n) for t in range(1 + i % 3)
+    )
+    assert all(r["trace_count"] == 1 + int(r["instance_id"].split("-")[1]) % 3 for r in rows)
+    keys = sorted({r["key"] for r in rows})
     assert sorted(state_keys(tmp_path)) == sorted(keys)
     for name in kept:
         assert lines(tmp_path / name)[: len(kept[name])] == kept[name]
