@@ -12,17 +12,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import orjson
-
 from polar_cli.capture import CaptureRecord
 from polar_cli.generate.lookups import find_lookups
 from polar_cli.generate.session_logs import log_excerpt
+from polar_cli.harness import ADAPTERS
 from polar_cli.harness.history import Stripped
+from polar_cli.harness.recovery import recovered
 from polar_cli.harness.session import Collected, HarnessRun
+from polar_cli.judge.client import JudgeResult
 from polar_cli.node.pools import RunEnd
 from polar_cli.swe.evaluate import Evaluation
 from polar_cli.swe.manifest import Instance
-from polar_cli.trajectory import Build, Trace
+from polar_cli.trajectory import Build
 from polar_cli.trajectory.stats import COUNTS
 
 Status = Literal[
@@ -39,10 +40,12 @@ Status = Literal[
     "EVAL_ERROR",
     "UPSTREAM_ERROR",
     "GATEWAY_ERROR",
+    "JUDGE_ERROR",
 ]
 # the machinery failed: not the agent's doing, so not a verdict on the session
 INFRA: frozenset[str] = frozenset(
     {"INIT_ERROR", "INIT_TIMEOUT", "RUN_ERROR", "POSTRUN_ERROR", "EVAL_ERROR", "UPSTREAM_ERROR", "GATEWAY_ERROR"}
+    | {"JUDGE_ERROR"}
 )
 # every reason code a row can carry, and what it means (rejects first, then errors, which the next run retries)
 REASONS: dict[str, str] = {
@@ -55,6 +58,7 @@ REASONS: dict[str, str] = {
     "no_patch": "the harness ended normally without changing the repository",
     "unresolved": "the patch was graded and the instance is not resolved",
     "no_trainable_call": "resolved, but no model call has token ids to train on",
+    "judge": "the judge's score (judge.mode gate) or the combined reward (weighted) is below judge.threshold",
     "init_error": "error: the container or the session could not be prepared",
     "init_timeout": "error: the session timed out before its harness ever ran",
     "run_error": "error: running the harness failed in the runtime (Docker)",
@@ -62,6 +66,7 @@ REASONS: dict[str, str] = {
     "eval_error": "error: the evaluation could not run",
     "upstream_error": "error: the inference server failed a model call (down, timed out, overloaded, bad answer)",
     "gateway_error": "error: the gateway refused a call of the harness (a request it cannot translate)",
+    "judge_error": "error: the judge model could not score the session (unreachable, no parsable answer after retries)",
 }
 # capture error kinds of a refused harness request that are the harness hanging up, not the gateway's refusal
 _NOT_REFUSALS = frozenset({None, "authentication"})
@@ -88,6 +93,17 @@ class SessionFacts:
     eval_log_path: str | None = None
     # what INIT stripped from the repository's history; None when it was kept (or INIT never got there)
     stripped: Stripped | None = None
+    # every connection the session's egress proxy saw (`egress.EgressLog.to_rows`); None: no allowlist, no proxy
+    egress: list[dict[str, Any]] | None = None
+    # the judge's scores (docs/judge.md); None when no judge is configured or the session was not worth judging
+    judge: JudgeResult | None = None
+    # why the judge could not score it: a machinery error, the key runs again
+    judge_error: str | None = None
+    # "swe" (graded by FAIL_TO_PASS / PASS_TO_PASS) or "harbor" (graded by its verifier's reward, `polar_cli.harbor`)
+    task_kind: str = "swe"
+    # a Harbor verifier's named rewards and the one compared with the threshold (None: SWE grading, or not verified)
+    rewards: Mapping[str, float] | None = None
+    reward: float | None = None
 
 
 def machinery_fault(records: Sequence[CaptureRecord]) -> tuple[Status, str] | None:
@@ -139,9 +155,20 @@ def status_of(facts: SessionFacts) -> tuple[Status, str | None]:
         return "OUTPUT_LIMIT", run.error or "the harness wrote more output than the session allows"
     if run.status == "oom":
         return "OOM", run.error or f"the harness ran out of memory and exited with {run.exit_code}"
-    if run.status == "harness_error":
+    if run.status == "harness_error" and recovered_from(facts) is None:
         return "HARNESS_ERROR", f"the harness exited with {run.exit_code}"
+    if facts.judge_error is not None:
+        return "JUDGE_ERROR", facts.judge_error
     return "OK", None
+
+
+def recovered_from(facts: SessionFacts) -> str | None:
+    """What a harness that exited non-zero recovered from (`harness.recovery`); None when its exit stands."""
+    run = facts.harness_run
+    if run is None or run.status != "harness_error":
+        return None
+    adapter = ADAPTERS.get(facts.harness)
+    return recovered(adapter.recovery if adapter else None, run.exit_code, run.output or b"", facts.records)
 
 
 def _accepted(facts: SessionFacts) -> bool:
@@ -151,7 +178,24 @@ def _accepted(facts: SessionFacts) -> bool:
 
 
 def verdict(facts: SessionFacts) -> tuple[Literal["accepted", "rejected", "error"], Status, str | None]:
-    """(where the row goes, status, reason it was not accepted)."""
+    """(where the row goes, status, reason it was not accepted): the tests' verdict, then the judge's."""
+    kind, status, reason = tests_verdict(facts)
+    if facts.judge is None or kind == "error":
+        return kind, status, reason
+    tests = tests_reward(facts)
+    kind, reason = facts.judge.policy.verdict(kind, reason, tests, facts.judge.score, bool(facts.build.traces))
+    return kind, status, reason
+
+
+def tests_reward(facts: SessionFacts) -> float:
+    """The reward before the judge: a Harbor verifier's, else 1.0 when the instance is resolved."""
+    if facts.reward is not None:
+        return facts.reward
+    return 1.0 if facts.evaluation is not None and facts.evaluation.resolved else 0.0
+
+
+def tests_verdict(facts: SessionFacts) -> tuple[Literal["accepted", "rejected", "error"], Status, str | None]:
+    """The verdict without the judge."""
     status, detail = status_of(facts)
     if status in INFRA:
         return "error", status, f"{status.lower()}: {detail}"
@@ -161,7 +205,8 @@ def verdict(facts: SessionFacts) -> tuple[Literal["accepted", "rejected", "error
     if evaluation is not None and evaluation.tamper is not None and evaluation.tamper.rejected:
         # "tamper: <paths>", its own reject kind (the summary counts reasons by what precedes the first colon)
         return "rejected", status, evaluation.tamper.reason()
-    if facts.collected is not None and not facts.collected.patch.strip():
+    # a Harbor task's work may lie outside its workdir (a service, a file elsewhere): its verifier alone decides
+    if facts.task_kind == "swe" and facts.collected is not None and not facts.collected.patch.strip():
         return "rejected", status, "no_patch: the harness ended normally without changing the repository"
     if evaluation is None or not evaluation.resolved:
         why = (evaluation.reason or evaluation.grade.reason) if evaluation is not None else "not evaluated"
@@ -169,11 +214,6 @@ def verdict(facts: SessionFacts) -> tuple[Literal["accepted", "rejected", "error
     if not facts.build.traces:
         return "rejected", status, "no_trainable_call: no model call has token ids"
     return "accepted", status, None
-
-
-def main_trace(traces: Sequence[Trace]) -> Trace | None:
-    """The conversation the row's ``messages`` show: the trace holding the session's last trainable call."""
-    return max(traces, key=lambda t: max(t.seqs), default=None)
 
 
 def _eval_report(evaluation: Evaluation | None, log_path: str | None) -> dict[str, Any] | None:
@@ -214,7 +254,6 @@ def build_row(
 ) -> tuple[Literal["accepted", "rejected", "error"], dict[str, Any]]:
     """The corpus (or rejects, or errors) row of a session, and which file it belongs in."""
     kind, status, reason = verdict(facts)
-    trace = main_trace(facts.build.traces)
     evaluation = facts.evaluation
     resolved = bool(evaluation is not None and evaluation.resolved)
     run = facts.harness_run
@@ -227,18 +266,53 @@ def build_row(
         "model": facts.model,
         "attempt": facts.attempt,
         "status": status,
-        "reward": 1.0 if resolved else 0.0,
+        "task_kind": facts.task_kind,
+        "reward": facts.reward if facts.reward is not None else (1.0 if resolved else 0.0),
+        "rewards": dict(facts.rewards) if facts.rewards is not None else {"resolved": 1.0 if resolved else 0.0},
         "accepted": kind == "accepted",
         "reason": reason,
-        "messages": trace.messages if trace is not None else [],
-        "tools": orjson.dumps(trace.tools if trace is not None else []).decode(),
         "traces": [t.to_row() for t in facts.build.traces],
         "patch": facts.collected.patch if facts.collected is not None else "",
         "eval": _eval_report(evaluation, facts.eval_log_path),
         "lookups": find_lookups(facts.records, facts.instance.base_commit),
         "stripped": facts.stripped.to_dict() if facts.stripped is not None else None,
+        "egress": facts.egress,
         "exit_code": run.exit_code if run is not None else None,
+        # a non-zero exit that reported only an error the harness recovered from (a compaction): why it is no error
+        "recovered": recovered_from(facts) if status == "OK" else None,
         "timing": {**timing, "eval": round(facts.eval_seconds, 3)},
         "stats": _stats(facts),
+        "judge": None,
     }
+    if facts.judge is not None:
+        row["judge"] = facts.judge.to_row(row["reward"])
+        row["reward"] = row["judge"]["reward"]
     return kind, row
+
+
+# the fields of a trace row that a segment row carries at its top level (the rest go under ``trace``)
+_SEGMENT_TOP = ("messages", "tools")
+
+
+def segment_rows(row: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A session row as the rows of its file: one per trace (segment), written together (docs/design.md "Corpus
+    row").
+
+    Each carries the session's fields, ``trace_index`` / ``trace_count``, the trace's ``lineage``, its ``messages``
+    (the context each answer was sampled in; re-sent answers ``"weight": 0``) and ``tools`` for SFT, and its token
+    fields under ``trace``. So every sampled answer is trained in exactly one row, the root segment's row holds the
+    task as the harness sent it, and a session with no trace still has one row (``trace_count`` 0)."""
+    session = {k: v for k, v in row.items() if k != "traces"}
+    traces = row.get("traces") or []
+    if not traces:
+        return [
+            {**session, "trace_index": 0, "trace_count": 0, "lineage": None, "messages": [], "tools": "[]"}
+            | {"trace": None}
+        ]
+    out = []
+    for i, t in enumerate(traces):
+        segment = {"trace_index": i, "trace_count": len(traces), "lineage": (t.get("metadata") or {}).get("lineage")}
+        segment |= {"messages": t.get("messages") or [], "tools": t.get("tools") or "[]"}
+        segment["trace"] = {k: v for k, v in t.items() if k not in _SEGMENT_TOP and k != "session_id"}
+        out.append({**session, **segment})
+    return out

@@ -94,6 +94,7 @@ def summarize(out: Path, *, gpus: int, planned: int, engine: str, model: str, se
         "errors_last_segment": sum(int(e.get("segment") or 0) == segment and e.get("key") not in done for e in errors),
         "errors_retried": sum(int(e.get("segment") or 0) == segment and e.get("key") in done for e in errors),
         "by_harness": _groups(entries, "harness"),
+        "by_task_kind": _groups([{**e, "task_kind": e.get("task_kind") or "swe"} for e in entries], "task_kind"),
         "by_repo": _groups(entries, "repo"),
         "by_status": dict(Counter(e["status"] for e in entries)),
         "by_node": dict(Counter(str(e["node_id"]) for e in entries if e.get("node_id"))),
@@ -166,6 +167,7 @@ def render_summary(summary: Mapping[str, Any]) -> Any:
             f"{_pct(merge.get('merge_rate'))} / {merge.get('drift_tokens', 0)} "
             f"in {merge.get('turns_drifted', 0)} turns",
         ),
+        ("compactions / sub-agents", f"{merge.get('compactions', 0)} / {merge.get('subagents', 0)}"),
         (
             "sessions with history / network lookups",
             f"{lookups.get('history', 0)} / {lookups.get('network', 0)} ({lookups.get('accepted', 0)} accepted)",

@@ -3,36 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import pairwise
+from typing import Any
 
 from polar_cli.capture import CaptureRecord
-from polar_cli.capture.record import id_list
+from polar_cli.capture.ids import id_list
+from polar_cli.trajectory.calls import skip_reason, split_trainable, trace_metadata
 from polar_cli.trajectory.messages import conversation
-from polar_cli.trajectory.stats import Build, MergeStats, Skip
+from polar_cli.trajectory.prefix_merging import prefix_merging
+from polar_cli.trajectory.stats import Build, MergeStats
 from polar_cli.trajectory.trace import Trace
-
-
-def skip_reason(record: CaptureRecord) -> str | None:
-    """Why a call cannot be trained on, or None when it can: only answered calls with their token ids qualify."""
-    if record.status != "ok":
-        return f"status {record.status}"
-    if not record.prompt_ids or not record.response_ids:
-        return "no token ids"
-    if len(record.response_logprobs) != len(record.response_ids):
-        return "logprobs do not match response ids"
-    return None
-
-
-def split_trainable(records: Sequence[CaptureRecord]) -> tuple[list[CaptureRecord], list[Skip]]:
-    """The trainable calls in ``seq`` order, and the skipped ones with their reason."""
-    keep: list[CaptureRecord] = []
-    skips: list[Skip] = []
-    for r in sorted(records, key=lambda r: r.seq):
-        reason = skip_reason(r)
-        if reason is None:
-            keep.append(r)
-        else:
-            skips.append(Skip(r.session_id, r.seq, reason))
-    return keep, skips
 
 
 def per_request(records: Sequence[CaptureRecord]) -> Build:
@@ -64,40 +44,41 @@ def per_request(records: Sequence[CaptureRecord]) -> Build:
             )
         )
     n = len(calls)
+    lineages = per_call_lineage(traces, records)
+    traces = [t.with_metadata({**t.metadata, "lineage": lin}) for t, lin in zip(traces, lineages, strict=True)]
+    kinds = [lin["kind"] for lin in lineages]
     stats = MergeStats(
-        chains_total=n, chains_full=n, completions_total=n, completions_skipped=len(skips), skips=tuple(skips)
+        chains_total=n,
+        chains_full=n,
+        completions_total=n,
+        completions_skipped=len(skips),
+        compactions=kinds.count("compaction"),
+        subagents=kinds.count("subagent"),
+        skips=tuple(skips),
     )
     return Build(traces, stats)
 
 
-def trace_metadata(
-    strategy: str,
-    chain: int,
-    eot_token_id: int | None,
-    *,
-    turns: list[list[int]],
-    start: str = "session_start",
-    end: str = "full",
-    end_reason: str | None = None,
-    drifted: list[int] | None = None,
-    drift_tokens: int = 0,
-    cut: list[int] | None = None,
-) -> dict[str, object]:
-    """Chain stats of one trace; the same keys for every strategy so a corpus keeps one schema.
+def per_call_lineage(traces: Sequence[Trace], records: Sequence[CaptureRecord]) -> list[dict[str, Any]]:
+    """Each call's lineage, read off the merged chains of the same records (`lineage`), so both builders tell one
+    story: a chain's first call has its chain's lineage (the parent is the call at ``at_seq``), and every later call
+    of a chain is a ``continuation`` of the call before it."""
+    index = {t.seqs[0]: i for i, t in enumerate(traces)}
+    out: list[dict[str, Any]] = [{}] * len(traces)
+    for chain in prefix_merging(records).traces:
+        lin = chain.metadata["lineage"]
+        seqs = sorted(chain.seqs)
+        at = lin.get("at_seq")
+        out[index[seqs[0]]] = {**lin, "parent": index.get(at) if at is not None else None}
+        for before, seq in pairwise(seqs):
+            out[index[seq]] = {
+                "kind": "continuation",
+                "parent": index[before],
+                "at_seq": before,
+                "tool_call_id": None,
+                "evidence": "the next call of the same conversation",
+            }
+    return out
 
-    ``turns`` lists ``[seq, start, end]``: where each call's sampled ids sit in ``response_ids``. ``turns_drifted``
-    lists the calls whose answer the next prompt rendered differently, ``drift_tokens`` how many ids that drift
-    spans in all (`prefix_merging`'s Rule 3).
-    """
-    return {
-        "strategy": strategy,
-        "chain": chain,
-        "eot_token_id": eot_token_id,
-        "start": start,
-        "end": end,
-        "end_reason": end_reason,
-        "turns": turns,
-        "turns_drifted": drifted or [],
-        "drift_tokens": drift_tokens,
-        "turns_cut": cut or [],
-    }
+
+__all__ = ["per_call_lineage", "per_request", "skip_reason", "split_trainable", "trace_metadata"]

@@ -58,6 +58,9 @@ Rule 6 (end-of-turn id). E is configured, or it is the last sampled id of the fi
 (finish_reason ``stop`` or ``tool_calls``) without stop strings in its request.
 
 Failed calls (not ``ok``, or without token ids) are skipped and counted; they neither join nor split chains.
+
+Every trace then gets its lineage (`lineage`: root, continuation, retry, compaction, summary, subagent, side), read
+from the same records: what the splits above mean for the session as a whole.
 """
 
 from __future__ import annotations
@@ -67,9 +70,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from polar_cli.capture import CaptureRecord, PromptView
-from polar_cli.capture.record import common_prefix_len, id_list
+from polar_cli.capture.ids import common_prefix_len, id_list
+from polar_cli.trajectory.calls import skip_reason, split_trainable, trace_metadata
+from polar_cli.trajectory.lineage import with_lineage
 from polar_cli.trajectory.messages import conversation
-from polar_cli.trajectory.per_request import skip_reason, split_trainable, trace_metadata
 from polar_cli.trajectory.stats import BREAKS, Build, MergeStats, Split, SplitKind
 from polar_cli.trajectory.trace import Trace
 
@@ -80,6 +84,8 @@ NORMAL_STOPS = frozenset({"stop", "tool_calls"})
 _NEW_CONVERSATION = frozenset({"session_start", "side_request", "unrelated"})
 # ids of each side shown from the point where a split call's prompt leaves the chain's
 _WINDOW = 8
+# splits whose ``at`` is the whole common prefix of the call's prompt and the closest chain's last prompt
+_MEASURED = frozenset({"side_request", "prefix_break"})
 
 
 def detect_eot_token_id(records: Iterable[CaptureRecord]) -> int | None:
@@ -116,6 +122,8 @@ class _Chain:
     start: str
     prompt: list[int]
     first_request: int | None  # position of the E closing its conversation's first request (Rule 5)
+    # (chain, n): this chain's prompts and that earlier chain's agree on exactly their first n ids, however both grow
+    anchor: tuple[int, int] | None = None
     seqs: list[int] = field(default_factory=list)
     response_ids: list[int] = field(default_factory=list)
     loss_mask: list[int] = field(default_factory=list)
@@ -181,6 +189,10 @@ def prefix_merging(
         else:
             first_request = _last_index(prompt, eot)
         chain = _Chain(len(chains), r, r, split.kind if split else "session_start", prompt, first_request)
+        if split is not None and split.kind in _MEASURED and split.closest is not None and split.at is not None:
+            closest = chains[split.closest].last.prompt_ids
+            if split.at < min(len(prompt), len(closest)):  # they differ at ``at``, so growing changes nothing
+                chain.anchor = split.closest, split.at
         chain.add_sampled(r)
         chains.append(chain)
 
@@ -204,7 +216,7 @@ def prefix_merging(
         splits=tuple(splits),
         skips=tuple(skips),
     )
-    return Build(traces, stats)
+    return with_lineage(Build(traces, stats), records)
 
 
 def _extends(prompt: Sequence[int], last: Sequence[int]) -> bool:
@@ -270,14 +282,31 @@ def _join(chain: _Chain, r: CaptureRecord, eot: int | None, new_index: int, *, s
 def _closest(chains: list[_Chain], r: CaptureRecord) -> Split:
     best: _Chain | None = None
     best_len = 0
+    shared: list[int] = []  # the common prefix of the call's prompt with each chain's last prompt, by index
     for c in chains:
-        k = common_prefix_len(r.prompt_ids, c.last.prompt_ids)
+        k = _shared_with(r.prompt_ids, c, shared)
+        shared.append(k)
         if k > best_len or (best is not None and k == best_len and c.last.seq > best.last.seq):
             best, best_len = c, k
     if best is None:
         return Split(r.session_id, r.seq, len(chains), "unrelated")
     side = best.first_request is not None and best_len <= best.first_request
     return _split(r, len(chains), "side_request" if side else "prefix_break", best, best_len)
+
+
+def _shared_with(prompt: Sequence[int], c: _Chain, shared: list[int]) -> int:
+    """The common prefix of ``prompt`` and chain ``c``'s last prompt, from what ``prompt`` shares with the chain
+    ``c`` is anchored to: a chain split off another shares its first n ids and differs at the next, so a prompt
+    that leaves the other chain before n leaves ``c`` there too, one that goes past n leaves ``c`` at n, and only
+    one that leaves at n itself is compared, from n on. Many side requests then cost a few ids each, not their
+    whole shared system prompt."""
+    if c.anchor is None:
+        return common_prefix_len(prompt, c.last.prompt_ids)
+    other, n = c.anchor
+    k = shared[other]
+    if k != n:
+        return min(k, n)
+    return common_prefix_len(prompt, c.last.prompt_ids, n)
 
 
 def _split(

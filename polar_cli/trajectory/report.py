@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from polar_cli.capture import CaptureRecord
-from polar_cli.capture.record import common_prefix_len, id_list
+from polar_cli.capture.ids import common_prefix_len, id_list
 from polar_cli.trajectory.prefix_merging import drift_tokens
 from polar_cli.trajectory.stats import Build
 

@@ -73,7 +73,9 @@ class MergeStats:
     came closest to it but could not join for one of the `BREAKS` reasons, and the chain never grew again; every
     other chain is full. ``conversations`` counts the chains that opened a new conversation (a session's first call,
     ``side_request``, ``unrelated``): those calls had nothing to join. ``drift_tokens`` sums the drift of the merged
-    turns (``prefix_merging``'s Rule 3).
+    turns (``prefix_merging``'s Rule 3). ``compactions`` and ``subagents`` count the traces `lineage` names so: a
+    compaction's parent chain ends truncated and the compaction is no new conversation, so a compacted session's
+    ``merge_rate`` is below 1.
     """
 
     chains_total: int = 0
@@ -85,6 +87,8 @@ class MergeStats:
     conversations: int = 0
     turns_drifted: int = 0
     drift_tokens: int = 0
+    compactions: int = 0
+    subagents: int = 0
     splits: tuple[Split, ...] = ()
     skips: tuple[Skip, ...] = ()
     sessions: int = 1
@@ -150,6 +154,8 @@ COUNTS = (
     "conversations",
     "turns_drifted",
     "drift_tokens",
+    "compactions",
+    "subagents",
 )
 
 

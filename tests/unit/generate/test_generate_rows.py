@@ -13,7 +13,7 @@ import pytest
 from polar_cli.capture import CaptureRecord
 from polar_cli.config import parse_recipe
 from polar_cli.errors import ConfigError
-from polar_cli.generate.rows import REASONS, SessionFacts, build_row, verdict
+from polar_cli.generate.rows import REASONS, SessionFacts, build_row, segment_rows, verdict
 from polar_cli.generate.stages import GenerateStages
 from polar_cli.generate.state import STATE, state_entry
 from polar_cli.generate.summary import render_summary, summarize
@@ -175,12 +175,16 @@ def test_the_row_has_the_corpus_fields() -> None:
     kind, row = build_row(facts(), {"init": 1.0, "run": 2.0})
     assert kind == "accepted"
     assert row["accepted"] is True and row["reward"] == 1.0 and row["status"] == "OK" and row["reason"] is None
-    assert row["messages"][-1] == {
+    assert row["traces"][0]["response_ids"] == [4, 5] and row["traces"][0]["loss_mask"] == [1, 1]
+    (segment,) = segment_rows(row)  # what the corpus holds: one row per trace
+    assert segment["messages"][-1] == {
         "role": "assistant", "content": "done", "reasoning_content": None, "tool_calls": [], "tool_call_id": None,
         "name": None,
     }  # fmt: skip
-    assert json.loads(row["tools"]) == [{"type": "function"}]
-    assert row["traces"][0]["response_ids"] == [4, 5] and row["traces"][0]["loss_mask"] == [1, 1]
+    assert json.loads(segment["tools"]) == [{"type": "function"}]
+    assert (segment["trace_index"], segment["trace_count"], segment["lineage"]["kind"]) == (0, 1, "root")
+    assert segment["trace"]["response_ids"] == [4, 5] and "messages" not in segment["trace"]
+    assert segment["key"] == row["key"] and "traces" not in segment
     assert row["patch"] == "PATCH" and row["eval"]["resolved"] is True and "log_tail" not in row["eval"]
     assert row["timing"] == {"init": 1.0, "run": 2.0, "eval": 0.0}
     assert row["stats"]["prompt_tokens"] == 3 and row["stats"]["trainable_tokens"] == 2
@@ -259,7 +263,8 @@ def test_the_builder_follows_builder_drift_and_rows_carry_the_merge_stats(
     entry = state_entry(row, 1, 0.0)
     assert entry["merge"] == {
         "completions_total": 4, "completions_merged": merged, "conversations": 2, "turns_drifted": drift_tokens,
-        "drift_tokens": drift_tokens, "token_in_calls": 0, "split_counts": every_kind,
+        "drift_tokens": drift_tokens, "token_in_calls": 0, "compactions": 0, "subagents": 0,
+        "split_counts": every_kind,
     }  # fmt: skip
 
 
@@ -271,7 +276,7 @@ def test_an_unknown_builder_drift_is_a_config_error() -> None:
 def test_summary_adds_up_the_merge_stats(tmp_path: Path) -> None:
     merges = [
         {"completions_total": 10, "completions_merged": 8, "conversations": 1, "turns_drifted": 2, "drift_tokens": 7,
-         "token_in_calls": 9, "split_counts": {"side_request": 1, "retry": 1}},
+         "token_in_calls": 9, "compactions": 1, "split_counts": {"side_request": 1, "retry": 1}},
         {"completions_total": 5, "completions_merged": 3, "conversations": 2, "turns_drifted": 0, "drift_tokens": 0,
          "split_counts": {"side_request": 1}},
         None,  # a state line written before merge stats were kept
@@ -287,7 +292,7 @@ def test_summary_adds_up_the_merge_stats(tmp_path: Path) -> None:
     summary = summarize(tmp_path, gpus=1, planned=3, engine="gold", model="q", segment=1)
     assert summary["merge"] == {
         "sessions": 2, "completions_total": 15, "completions_merged": 11, "conversations": 3, "turns_drifted": 2,
-        "drift_tokens": 7, "token_in_calls": 9, "merge_rate": round(11 / 12, 4),
+        "drift_tokens": 7, "token_in_calls": 9, "compactions": 1, "subagents": 0, "merge_rate": round(11 / 12, 4),
         "splits": {"retry": 1, "side_request": 2},
     }  # fmt: skip
     render_summary(summary)

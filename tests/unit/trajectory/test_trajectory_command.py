@@ -113,6 +113,7 @@ def test_json_output_reports_stats_and_splits(capture_dir: Path, tmp_path: Path)
     assert report["per_session"][0] == {
         "session_id": "sess-a", "chains_total": 2, "chains_full": 2, "chains_truncated": 0, "completions_total": 3,
         "completions_merged": 1, "completions_skipped": 1, "conversations": 2, "turns_drifted": 0, "drift_tokens": 0,
+        "compactions": 0, "subagents": 0,
         "merge_rate": 1.0, "split_counts": kinds(unrelated=1), "skip_counts": {"status upstream_error": 1},
     }  # fmt: skip
 

@@ -6,7 +6,7 @@ import pytest
 from trajectory_helpers import A, E, T, call, failed, mask_of
 
 from polar_cli.capture import CaptureRecord
-from polar_cli.capture.record import common_prefix_len
+from polar_cli.capture.ids import common_prefix_len
 from polar_cli.trajectory import detect_eot_token_id, prefix_merging
 from polar_cli.trajectory.prefix_merging import drift_tokens
 from polar_cli.trajectory.stats import SplitKind

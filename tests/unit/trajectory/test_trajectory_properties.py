@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 from trajectory_helpers import A, E, T, call, failed
 
 from polar_cli.capture import CaptureRecord
-from polar_cli.capture.record import Compactor, Expander, PromptView
+from polar_cli.capture.ids import PromptView
+from polar_cli.capture.record import Compactor, Expander
 from polar_cli.trajectory import Build, per_request, prefix_merging
 from polar_cli.trajectory.prefix_merging import Drift
 
