@@ -22,6 +22,13 @@ Where a system message sits, and why it moves as it does:
   turn (its first user message carries two such blocks; its system prompt says they are "background context, not
   user instructions"), so the model reads it as the harness meant: from the system, at that point in time.
 
+- Rule 3 (`merge_consecutive_users`): where a template demands that user and assistant turns alternate (Ministral 3:
+  "conversation roles must alternate"), user messages in a row become ONE user message at the place of the first,
+  their texts in order, a blank line between (Codex's AGENTS.md, environment and prompt; Claude Code's prompt and the
+  reminder Rule 2 made). A user message right after tool results is not mended: Ministral 3 refuses it, and refuses
+  an empty assistant turn between them too, so only words the model never wrote would make it fit. `unfit` names such
+  a conversation (its trait and place), for an answer the harness can read instead of the template's bare 400.
+
 Not mended, because no reshaping keeps it without changing what the turns are: gpt-oss writes an assistant turn's
 text beside its tool calls as the analysis channel and leaves it out once a later final answer exists; and templates
 drop earlier turns' reasoning by design. A server, not a template: SGLang refuses tool-call arguments that are not a
@@ -30,7 +37,9 @@ JSON object before any template sees them, so against SGLang `object_tool_argume
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -212,8 +221,55 @@ def ensure_user_query(messages: list[ChatMessage]) -> list[ChatMessage]:
     return [*messages[:n], {"role": "user", "content": ""}, *messages[n:]]
 
 
+def merge_consecutive_users(messages: list[ChatMessage]) -> list[ChatMessage]:
+    """Rule 3: user messages in a row become one, texts in order with a blank line between (Ministral 3 refuses two
+    user turns in a row)."""
+    if not any(a.get("role") == b.get("role") == "user" for a, b in itertools.pairwise(messages)):
+        return messages
+    out: list[ChatMessage] = []
+    for m in messages:
+        if out and m.get("role") == out[-1].get("role") == "user":
+            out[-1] = {"role": "user", "content": _join([out[-1].get("content"), m.get("content")])}
+        else:
+            out.append(m)
+    return out
+
+
+@dataclass(frozen=True)
+class Unfit:
+    """A conversation no rule can make a template take: the trait it breaks, where, and why no rule mends it."""
+
+    trait: str
+    index: int
+    reason: str
+
+    @property
+    def message(self) -> str:
+        return f"the model's chat template cannot take this conversation ({self.trait}, messages[{self.index}]): " + (
+            self.reason
+        )
+
+
+def unfit(messages: Sequence[ChatMessage], traits: TemplateTraits) -> Unfit | None:
+    """What in ``messages`` (already made template-safe) the template will still refuse, or None.
+
+    A caller answers it with a 400 naming the trait in the harness's API shape and records it, rather than sending a
+    call the server's template refuses with a message that names no cause the harness can act on.
+    """
+    if traits.needs_answer_before_user:
+        for i, (a, b) in enumerate(itertools.pairwise(messages)):
+            if a.get("role") == "tool" and b.get("role") == "user":
+                return Unfit(
+                    "needs_answer_before_user",
+                    i + 1,
+                    "a user message right after tool results, and the template demands assistant text between them "
+                    "(it refuses an empty assistant turn too); no rule adds words the model never wrote",
+                )
+    return None
+
+
 def _system_rules(t: TemplateTraits) -> bool:
-    return t.single_leading_system or t.drops_later_system
+    return t.single_leading_system or t.drops_later_system or t.hoists_later_system
 
 
 # (rule, when the traits call for it), in the order they run: roles first, then places, then what is left to fill
@@ -225,6 +281,7 @@ RULES: tuple[tuple[Rule, Callable[[TemplateTraits], bool]], ...] = (
     (split_parallel_tool_calls, lambda t: t.one_tool_call_per_message),
     (object_tool_arguments, lambda t: t.needs_object_arguments),
     (ensure_user_query, lambda t: t.needs_user_query),
+    (merge_consecutive_users, lambda t: t.alternating_roles),
 )
 
 

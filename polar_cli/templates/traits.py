@@ -3,7 +3,9 @@
 Each `Probe` is a tiny conversation with one feature real harness traffic has (a system turn after the user turn,
 Codex's several leading developer messages, a history without a user message, ...) and unique marker texts, next to
 a control conversation without that feature. A template that renders the control but raises on the probe REFUSES
-the feature; one that renders the probe without one of its markers DROPS it, silently. `detect_traits` renders the
+the feature; one that renders the probe without one of its markers DROPS it, silently; one that renders it exactly
+as a twin conversation with the marked piece elsewhere MOVES it (DeepSeek hoists a later system message to the top, a
+reminder then reads as a rule the earlier turns broke). `detect_traits` renders the
 probes with a local `ChatTemplate`; `gateway.probe.probe_traits` sends the same probes to a running server and reads
 its 400s and prompt token counts instead. A recipe may also declare the traits (`TemplateTraits.from_mapping`).
 
@@ -17,6 +19,19 @@ What the six real templates in tests/data/chat_templates do (see tests/unit/temp
     gpt-oss          renders only messages[0] as the developer message (drops every other system message), renders
                      only the first call of an assistant turn, refuses a tool result without a call before it
     gemma-4          drops a tool result that does not directly follow the call it answers
+
+and the families added for issue 28:
+
+    ministral-3, ministral-3-reasoning   refuse a system message that is not messages[0] and a developer message,
+                     and demand that user and (text) assistant turns alternate: two user messages in a row, or a user
+                     message right after tool results, is refused
+    devstral-small-2507, kimi-k2         drop (devstral) or take (kimi) a developer message; nothing else
+    glm-4.6          drops a developer message; refuses non-object tool-call arguments
+    deepseek-v3.1    drops a developer message; renders every system message's text at the top, before the turns a
+                     later one followed
+    minimax-m2       drops later system messages and developer messages, refuses a tool result without its call
+                     and non-object arguments
+    llama-3.1        refuses an assistant turn with more than one tool call
 """
 
 from __future__ import annotations
@@ -50,6 +65,12 @@ class TemplateTraits:
     one_tool_call_per_message: bool = False
     # refuses or drops tool-call arguments that are not a JSON object (qwen3.5, nemotron refuse; qwen3.6 drops)
     needs_object_arguments: bool = False
+    # refuses or drops a user message right after another user message (ministral-3: roles must alternate)
+    alternating_roles: bool = False
+    # refuses or drops a user message right after tool results, with no assistant text between (ministral-3)
+    needs_answer_before_user: bool = False
+    # renders a system message that came after the user's turn at the top, before the turns it followed (deepseek)
+    hoists_later_system: bool = False
 
     @classmethod
     def names(cls) -> tuple[str, ...]:
@@ -84,6 +105,9 @@ TraitName = Literal[
     "needs_call_before_tool_result",
     "one_tool_call_per_message",
     "needs_object_arguments",
+    "alternating_roles",
+    "needs_answer_before_user",
+    "hoists_later_system",
 ]
 
 
@@ -99,6 +123,10 @@ class Probe:
     markers: tuple[str, ...]
     refused: TraitName | None
     dropped: TraitName | None
+    # a conversation that puts the marked piece elsewhere: a template rendering ``messages`` exactly as it renders
+    # this one MOVES the piece (compared as prompt ids on a server)
+    twin: tuple[ChatMessage, ...] = ()
+    moved: TraitName | None = None
 
 
 def _system(text: str) -> ChatMessage:
@@ -155,6 +183,8 @@ PROBES: tuple[Probe, ...] = (
         ("polar-probe-system-3",),
         "single_leading_system",
         "drops_later_system",
+        (_S, _system("polar-probe-system-3"), _U),
+        "hoists_later_system",
     ),
     Probe(
         "no_user",
@@ -196,6 +226,25 @@ PROBES: tuple[Probe, ...] = (
         "needs_object_arguments",
         "needs_object_arguments",
     ),
+    # Codex sends its AGENTS.md, environment and prompt as user messages in a row; Claude Code's system turn after the
+    # user's becomes a second user message once made safe
+    Probe(
+        "consecutive_users",
+        (_S, _U, _user("polar-probe-user-1")),
+        (_S, _U),
+        ("polar-probe-user-1",),
+        "alternating_roles",
+        "alternating_roles",
+    ),
+    # a user message after a tool round that ended without an answer (a harness interrupted, a steering message)
+    Probe(
+        "user_after_tool_result",
+        (_S, _U, _calls(_CALL), _result(_CALL[0], "polar-probe-result-1"), _user("polar-probe-user-2")),
+        (_S, _U, _calls(_CALL), _result(_CALL[0], "polar-probe-result-1")),
+        ("polar-probe-user-2",),
+        "needs_answer_before_user",
+        "needs_answer_before_user",
+    ),
     Probe(
         "empty_arguments",
         (_U, _calls(("call_polar_4", "polar_probe_tool_4", ""))),
@@ -221,13 +270,13 @@ def _detect(source: str, variables: tuple[tuple[str, str], ...]) -> TemplateTrai
     held: set[str] = set()
     for probe in PROBES:
         outcome = _outcome(template, probe)
-        trait = probe.refused if outcome == "refused" else probe.dropped if outcome == "dropped" else None
+        trait = {"refused": probe.refused, "dropped": probe.dropped, "moved": probe.moved}.get(outcome)
         if trait is not None:
             held.add(trait)
     return TemplateTraits(**{name: True for name in held})
 
 
-def _outcome(template: ChatTemplate, probe: Probe) -> Literal["kept", "refused", "dropped", "undecided"]:
+def _outcome(template: ChatTemplate, probe: Probe) -> Literal["kept", "refused", "dropped", "moved", "undecided"]:
     try:
         template.render(probe.control)
     except TemplateError:
@@ -236,4 +285,15 @@ def _outcome(template: ChatTemplate, probe: Probe) -> Literal["kept", "refused",
         text = template.render(probe.messages)
     except TemplateError:
         return "refused"
-    return "kept" if all(m in text for m in probe.markers) else "dropped"
+    if not all(m in text for m in probe.markers):
+        return "dropped"
+    if probe.twin and _renders(template, probe.twin) == text:
+        return "moved"
+    return "kept"
+
+
+def _renders(template: ChatTemplate, messages: tuple[ChatMessage, ...]) -> str | None:
+    try:
+        return template.render(messages)
+    except TemplateError:
+        return None

@@ -61,14 +61,33 @@ from tests.support.chatml_ids import Piece
 
 # (tool-call parser, reasoning parser) per template: what SGLang's auto-detection picks (qwen3: "qwen", the same
 # Qwen25Detector as "qwen25", the name SGLang's Qwen3 docs use)
-DEFAULT_PARSERS: Mapping[str, tuple[str, str]] = {
+DEFAULT_PARSERS: Mapping[str, tuple[str | None, str | None]] = {
     "qwen3": ("qwen25", "qwen3"),
     "qwen3.5": ("qwen3_coder", "qwen3"),
     "qwen3.6-unsloth": ("qwen3_coder", "qwen3"),
     "nemotron-3-super": ("qwen3_coder", "nemotron_3"),
     "gpt-oss": ("gpt-oss", "gpt-oss"),
     "gemma-4": ("gemma4", "gemma4"),
+    # SGLang detects no parser for the Mistral family or Llama 3.1: served with `auto`, their calls stay text
+    "ministral-3": (None, None),
+    "ministral-3-reasoning": (None, None),
+    "devstral-small-2507": (None, None),
+    "glm-4.6": ("glm45", "glm45"),
+    "deepseek-v3.1": ("deepseekv31", "deepseek-r1"),
+    "kimi-k2": ("kimi_k2", "kimi_k2"),
+    "minimax-m2": ("minimax-m2", "minimax"),
+    "llama-3.1": (None, None),
 }
+# Templates the double cannot answer on, and why; it renders their prompts (the parity tests run on all fourteen)
+UNSAMPLED: Mapping[str, str] = {
+    # a GLM turn has no end token of its own: the model stops on the next turn's opener; `ChatTokenizer` now ends a
+    # sampled turn there (docs/fidelity.md, "Token-in mode"), but no answering case is written for it yet
+    "glm-4.6+qwen3.5-vocab": "its turn ends on the next turn's opener: no answering case written yet",
+    # the turn rendered after the `<think></think>` generation prompt comes out as
+    # `<think>` + the call + `</think>`, not the call syntax DeepSeek-V3.1 samples: not yet worked out
+    "deepseek-v3.1+v3-vocab": "the sampled tool-call turn is not the syntax the model writes",
+}
+SAMPLED_NAMES = tuple(n for n in templates.NAMES if n not in UNSAMPLED)
 # SGLang keys some behaviour on the checkpoint's model_type (hf_config), which a template alone does not carry
 MODEL_TYPES: Mapping[str, str] = {"gpt-oss": "gpt_oss", "gemma-4": "gemma4"}
 UNSET: Any = object()

@@ -1,5 +1,9 @@
-"""The SGLang double on the six real chat templates: prompts rendered as SGLang 0.5.23 renders them, sampled ids that
-are the template's own assistant turn, and the answer message SGLang's parsers make of those ids."""
+"""The SGLang double on the real chat templates: prompts rendered as SGLang 0.5.23 renders them, sampled ids that are
+the template's own assistant turn, and the answer message SGLang's parsers make of those ids.
+
+The parser check runs on all fourteen templates; the answering tests on `SAMPLED_NAMES`, twelve: GLM-4.6 and
+DeepSeek-V3.1 are left out for the reasons `sglang_chat.UNSAMPLED` gives (tests/data/chat_templates/README.md).
+"""
 
 from __future__ import annotations
 
@@ -13,7 +17,14 @@ from sglang.srt.entrypoints.openai.protocol import ChatCompletionResponse
 from sglang.srt.function_call.function_call_parser import FunctionCallParser
 
 from tests.support import templates
-from tests.support.sglang_chat import DEFAULT_PARSERS, Refusal, SGLangTemplate, template_detection
+from tests.support.sglang_chat import (
+    DEFAULT_PARSERS,
+    SAMPLED_NAMES,
+    UNSAMPLED,
+    Refusal,
+    SGLangTemplate,
+    template_detection,
+)
 from tests.support.sglang_double import TEMPLATE_ENV, Reply, SGLangDouble, ToolCallReply
 
 TOOLS = [
@@ -51,7 +62,7 @@ class Expected:
 
     sampled: tuple[str, str]
     content: tuple[str, str]
-    reasoning: tuple[str, str]
+    reasoning: tuple[str | None, str | None]
     calls: bool = True  # whether SGLang's tool-call parser finds the first turn's call
     kwargs: dict[str, Any] | None = None
 
@@ -112,6 +123,43 @@ EXPECTED = {
         ("I will list it.\n", "Two files."),
         kwargs={"enable_thinking": True},
     ),
+    # SGLang auto-detects no tool-call parser for the Mistral family or Llama 3.1 (--tool-call-parser auto leaves
+    # calls as text), and their templates render no reasoning
+    **dict.fromkeys(
+        ("ministral-3+qwen3.5-vocab", "ministral-3-reasoning+qwen3.5-vocab", "devstral-small-2507+qwen3.5-vocab"),
+        Expected(
+            ('[TOOL_CALLS]ls[ARGS]{"path": "/tmp", "depth": 2}</s>', "Two files.</s>"),
+            ('[TOOL_CALLS]ls[ARGS]{"path": "/tmp", "depth": 2}', "Two files."),
+            (None, None),
+            calls=False,
+        ),
+    ),
+    "llama-3.1+llama3-vocab": Expected(
+        ('{"name": "ls", "parameters": {"path": "/tmp", "depth": 2}}<|eot_id|>', "Two files.<|eot_id|>"),
+        ('{"name": "ls", "parameters": {"path": "/tmp", "depth": 2}}', "Two files."),
+        (None, None),
+        calls=False,
+    ),
+    # Kimi-K2's template renders no reasoning; SGLang's kimi_k2 reasoning parser (detected, reasoning on unless
+    # `thinking` is false) takes an answer without </think> for reasoning whole
+    "kimi-k2+qwen3.5-vocab": Expected(
+        (
+            "<|tool_calls_section_begin|><|tool_call_begin|>functions.ls:0<|tool_call_argument_begin|>"
+            '{"path": "/tmp", "depth": 2}<|tool_call_end|><|tool_calls_section_end|><|im_end|>',
+            "Two files.<|im_end|>",
+        ),
+        ("", ""),
+        (None, "Two files."),
+    ),
+    "minimax-m2+qwen3.5-vocab": Expected(
+        (
+            'I will list it.\n</think>\n\n\n<minimax:tool_call>\n<invoke name="ls">\n<parameter name="path">/tmp'
+            '</parameter>\n<parameter name="depth">2</parameter>\n</invoke>\n</minimax:tool_call>[e~[',
+            "Short listing.\n</think>\n\nTwo files.[e~[",
+        ),
+        ("\n\n\n", "\n\nTwo files."),
+        ("I will list it.\n", "Short listing.\n"),
+    ),
 }
 GENERATION_PROMPTS = {
     "qwen3": "<|im_start|>user\nList /tmp, please.<|im_end|>\n<|im_start|>assistant\n",
@@ -120,6 +168,14 @@ GENERATION_PROMPTS = {
     "nemotron-3-super+qwen3.5-vocab": QWEN_USER + "<|im_start|>assistant\n<think>\n",
     "gpt-oss+qwen3.5-vocab": "<|start|>user<|message|>List /tmp, please.<|end|><|start|>assistant",
     "gemma-4+qwen3.5-vocab": "<|turn>user\nList /tmp, please.<turn|>\n<|turn>model\n",
+    **dict.fromkeys(
+        ("ministral-3+qwen3.5-vocab", "ministral-3-reasoning+qwen3.5-vocab", "devstral-small-2507+qwen3.5-vocab"),
+        "[/AVAILABLE_TOOLS][INST]List /tmp, please.[/INST]",
+    ),
+    "llama-3.1+llama3-vocab": "List /tmp, please.<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n",
+    "kimi-k2+qwen3.5-vocab": "<|im_user|>user<|im_middle|>List /tmp, please.<|im_end|>"
+    "<|im_assistant|>assistant<|im_middle|>",
+    "minimax-m2+qwen3.5-vocab": "]~b]user\nList /tmp, please.[e~[\n]~b]ai\n<think>\n",
 }
 
 
@@ -129,7 +185,8 @@ def chat(up: SGLangDouble, messages: list[dict[str, Any]], **body: Any) -> httpx
 
 
 def test_every_template_has_a_case() -> None:
-    assert set(EXPECTED) == set(GENERATION_PROMPTS) == set(templates.NAMES)
+    assert set(EXPECTED) == set(GENERATION_PROMPTS) == set(SAMPLED_NAMES)
+    assert set(SAMPLED_NAMES) | set(UNSAMPLED) == set(templates.NAMES)
 
 
 @pytest.mark.parametrize("name", templates.NAMES)
@@ -148,10 +205,13 @@ def test_default_parsers_are_sglangs_auto_detection(name: str) -> None:
     assert (model.tool_call_parser, model.reasoning_parser) == DEFAULT_PARSERS[model.family]
     assert reasoning == model.reasoning_parser
     enum = FunctionCallParser.ToolCallParserEnum
-    assert enum[tool] is enum[model.tool_call_parser]  # Qwen3: "qwen" and "qwen25" are one detector
+    if tool is None or model.tool_call_parser is None:
+        assert tool == model.tool_call_parser
+    else:
+        assert enum[tool] is enum[model.tool_call_parser]  # Qwen3: "qwen" and "qwen25" are one detector
 
 
-@pytest.mark.parametrize("name", templates.NAMES)
+@pytest.mark.parametrize("name", SAMPLED_NAMES)
 def test_two_turn_tool_conversation(name: str) -> None:
     expected = EXPECTED[name]
     tk = templates.tokenizer(name)
@@ -194,10 +254,11 @@ def test_two_turn_tool_conversation(name: str) -> None:
         assert (one.finish_reason, one.matched_stop) == ("tool_calls", None)
     else:
         assert calls == []
-        assert (one.finish_reason, one.matched_stop) == ("stop", tk.vocab.token_id("<|call|>"))
+        # the turn stops on its own end token (gpt-oss: <|call|>)
+        assert (one.finish_reason, one.matched_stop) == ("stop", tk.vocab.encode(expected.sampled[0])[-1])
 
 
-@pytest.mark.parametrize("name", templates.NAMES)
+@pytest.mark.parametrize("name", SAMPLED_NAMES)
 def test_input_ids_are_the_prompt_and_the_messages_still_shape_the_reply(name: str) -> None:
     kwargs = EXPECTED[name].kwargs
     with SGLangDouble(SCRIPT[:1] * 2, template=name, chat_template_kwargs_default=kwargs) as up:
