@@ -34,11 +34,15 @@ from polar_cli.client import PolarClient, TaskResult  # noqa: E402
 MANIFEST = REPO / "recipes" / "demo" / "instances.jsonl"
 
 
-def grpo_advantages(rewards: list[float], eps: float = 1e-6) -> list[float]:
-    """(r - mean) / (std + eps) within one group; all-equal rewards give zeros (no signal, as GRPO intends)."""
-    mean = sum(rewards) / len(rewards)
-    std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / len(rewards))
-    return [(r - mean) / (std + eps) for r in rewards]
+def grpo_advantages(rewards: list[float | None], eps: float = 1e-6) -> list[float]:
+    """(r - mean) / (std + eps) within one group over the scored sessions; all-equal rewards give zeros (no signal,
+    as GRPO intends), a masked session (reward None) gets 0 and is left out of the mean and std."""
+    scored = [r for r in rewards if r is not None]
+    if not scored:
+        return [0.0] * len(rewards)
+    mean = sum(scored) / len(scored)
+    std = math.sqrt(sum((r - mean) ** 2 for r in scored) / len(scored))
+    return [0.0 if r is None else (r - mean) / (std + eps) for r in rewards]
 
 
 def samples_of(result: TaskResult, group_index: int) -> list[dict[str, Any]]:

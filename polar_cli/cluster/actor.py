@@ -39,6 +39,15 @@ def node_actor_class() -> Any:
         async def set_weight_version(self, version: str | None) -> None:
             self.worker.set_weight_version(version)
 
+        async def engines(self) -> list[dict[str, Any]]:
+            return self.worker.engines()
+
+        async def load_weights(self, request: Any, urls: list[str] | None) -> list[dict[str, Any]]:
+            return await self.worker.load_weights(request, urls)
+
+        async def retire_engines(self, reasons: dict[str, str]) -> list[dict[str, Any]]:
+            return self.worker.retire_engines(reasons)
+
         async def gate_status(self) -> dict[str, Any] | None:
             return self.worker.gate_status()
 

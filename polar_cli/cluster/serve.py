@@ -4,7 +4,8 @@ order and the same pressure rule as a cluster generate run (`remote`).
 
 A node lost under a sample ends it as an error (``node_lost: ...``), which the service runs again like any machinery
 error (``service.session_retries``); a cancelled sample is cancelled on its node too (its container removed there).
-Weight syncs go to every node (`FleetGate`); a node that joins later starts with the current weight version.
+Weight syncs go to every node: the fleet's gate pauses and resumes them all (`FleetGate`), each node loads the
+checkpoint into the engines it drives (`fleet_weights`); a node that joins later loads the current weights first.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from polar_cli.cluster.fleet import Fleet
+from polar_cli.cluster.fleet_weights import FleetWeights
 from polar_cli.cluster.remote import RemoteStages, driver_limits, driver_timeout
 from polar_cli.cluster.worker import NodeSpec
 from polar_cli.node.pools import Job, PoolLimits, RunEnd, StagePools, Timings
@@ -79,6 +81,10 @@ class ClusterNode:
         base = config.cluster.nodes.node_dir or str(state_dir.resolve() / "nodes")
         self.fleet = Fleet(config.cluster, lambda name: NodeSpec("serve", config, f"{base}/{name}", self.node_limits))
         self._gate = FleetGate(self.fleet)
+        self.weights = FleetWeights(self.fleet, self._gate)
+        self.sync_lock = self.weights.lock  # `serve.weights.sync`: no node joins mid-sync
+        self.load_weights = self.weights.load
+        self.engines = self.weights.engines
         self.limits = driver_limits(1)
         self._pools: StagePools[Any, Any, Any] | None = None
 
@@ -86,7 +92,7 @@ class ClusterNode:
         await self.fleet.start()
         self.limits = driver_limits(self.fleet.capacity())
         self.fleet.on_capacity = self._resize
-        self.fleet.on_join = self._joined
+        self.fleet.on_join = self.weights.joined
 
     def attach(self, pools: StagePools[Any, Any, Any]) -> None:
         self._pools = pools
@@ -97,11 +103,6 @@ class ClusterNode:
         if self._pools is not None:
             self._pools.limits = self.limits
             self._pools.kick()
-
-    async def _joined(self, member: Any) -> None:
-        """A node that joins late gets the weight version the others sample under."""
-        if self._gate.weight_version is not None:
-            await member.actor.set_weight_version.remote(self._gate.weight_version)
 
     def job_timeout(self, session_timeout: float) -> float:
         return driver_timeout(session_timeout, self.config.timeouts.eval)
@@ -114,7 +115,8 @@ class ClusterNode:
         return self._gate
 
     def info(self) -> dict[str, Any]:
-        return {"node_id": self.node_id, "engine": self.config.engine.kind, **self.fleet.stats()}
+        stats = self.fleet.stats() | {"retired_nodes": dict(self.weights.retired_nodes)}
+        return {"node_id": self.node_id, "engine": self.config.engine.kind, **stats}
 
     async def stop(self) -> None:
         await self.fleet.stop()

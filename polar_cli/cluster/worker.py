@@ -89,6 +89,7 @@ class NodeWorker:
         self.futures: dict[str, asyncio.Future[Any]] = {}
         # serve: keys the driver cancelled, and why (ServeStages asks, to skip grading)
         self.cancelled: dict[str, str] = {}
+        self.retired: dict[str, str] = {}  # engine URL -> why a weight load took it out of rotation
         self.parts = _Parts()
         self.pools: StagePools[Any, Any, Any] | None = None
         self._runner: asyncio.Task[None] | None = None
@@ -108,7 +109,13 @@ class NodeWorker:
             json.dumps({"node_id": self.node_id, "host": socket.gethostname(), "pid": os.getpid()})
         )
         stages = await self._stages()
-        self.pools = StagePools(stages, self.spec.limits, self._on_result, hold=lambda: not self._closing)
+        self.pools = StagePools(
+            stages,
+            self.spec.limits,
+            self._on_result,
+            hold=lambda: not self._closing,
+            failed=self._failed_result(stages),
+        )
         self._runner = asyncio.get_running_loop().create_task(self.pools.run(self.feed))
         return self.info()
 
@@ -213,6 +220,15 @@ class NodeWorker:
             return len(dropped)
         return len(dropped) + self.pools.cancel(lambda job: job.key in wanted, reason)
 
+    def _failed_result(self, stages: Any) -> Any:
+        """What a session whose POSTRUN raised gets (`node.pools` Rule 5), as on one box: generate's
+        ``postrun_error`` facts, serve's error output; never a future the driver waits on for good."""
+        from polar_cli.serve.held import failed_output
+
+        if self.spec.kind != "generate":
+            return failed_output
+        return stages.failed
+
     def _on_result(self, job: Job[Any], result: Any, timings: Timings) -> None:
         self.done += 1
         self.cancelled.pop(job.key, None)
@@ -260,6 +276,51 @@ class NodeWorker:
         gate = self._gate()
         return gate.status() if gate is not None else None
 
+    # ---- the engines it drives (serve: weight syncs, `serve.weights.load_targets`) --------------------------------
+
+    def engines(self) -> list[dict[str, Any]]:
+        """Each engine server this node drives: URL, kind, model, the version stamped on its calls, in rotation."""
+        from polar_cli.inference.control import engine_urls
+
+        engine = self.parts.engine
+        if self.spec.kind != "serve" or engine is None:
+            return []
+        gate = self._gate()
+        version = gate.weight_version if gate is not None else None
+        return [
+            {"node_id": self.node_id, "url": url, "kind": self.spec.config.engine.kind, "model": engine.model}
+            | {"weight_version": version, "in_rotation": url not in self.retired, "retired": self.retired.get(url)}
+            for url in engine_urls(engine)
+        ]
+
+    async def load_weights(self, request: Any, urls: list[str] | None = None) -> list[dict[str, Any]]:
+        """Load a `WeightsRequest`'s checkpoint into the engines of ``urls`` (None: every one in rotation) and check
+        each; one that fails leaves this node's rotation. The driver has paused the gate and stamps the version."""
+        from polar_cli.inference.control import engine_family
+        from polar_cli.serve.weights import WeightTargets, load_targets
+
+        engine = self.parts.engine
+        if engine is None:
+            return []
+        mine = [e["url"] for e in self.engines() if e["in_rotation"] and (urls is None or e["url"] in urls)]
+        c = self.spec.config.engine
+        targets = WeightTargets(engine_family(c.kind, c.dialect), engine.model, mine, self.retire_engine)
+        return [{"node": self.node_id} | row for row in await load_targets(targets, request)]
+
+    def retire_engine(self, url: str, reason: str) -> None:
+        """Out of this node's rotation (a weight load failed on it, here or on another node driving it too)."""
+        self.retired[url] = reason
+        pool = getattr(self.parts.engine, "pool", None)
+        if pool is not None:
+            pool.retire(url, reason)
+
+    def retire_engines(self, reasons: dict[str, str]) -> list[dict[str, Any]]:
+        """`retire_engine` for those of ``reasons`` this node drives; its engine rows after."""
+        for row in self.engines():
+            if row["url"] in reasons and row["in_rotation"]:
+                self.retire_engine(row["url"], reasons[row["url"]])
+        return self.engines()
+
     def _gate(self) -> Any:
         gateway = self.parts.gateway
         if gateway is None:
@@ -280,6 +341,7 @@ class NodeWorker:
             "running": snap.running if snap else 0,
             "gateway": getattr(self.parts.gateway, "url", None),
             "model": getattr(self.parts.engine, "model", None),
+            "engines": self.engines(),
         }
 
     def sweep(self) -> int:

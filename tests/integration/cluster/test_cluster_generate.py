@@ -102,20 +102,32 @@ def test_the_demo_on_three_nodes_accepts_every_gold_attempt_with_rows_from_every
     cluster: Any, tmp_path: Path
 ) -> None:
     """Two nodes at the start, a third that joins mid-run and gets work: each node holds two sessions (one RUN slot,
-    one POSTRUN worker), so the nine sessions queue at the driver."""
+    one POSTRUN worker), so the eighteen sessions (two attempts of each of nine instances) queue at the driver.
+
+    The run is sized so that work is still queued when the third node's actor is up, even on a loaded two-core CI
+    machine where a Ray worker takes tens of seconds to start: a node that joins after the queue has drained has
+    nothing to take, and that would be no failure of the fleet (a run of nine sessions once drained first in CI)."""
     add_nodes(cluster, 1)
     out = tmp_path / "run"
     small = ("concurrency.run=1", "concurrency.ready=0", "concurrency.postrun=1", "concurrency.init=1")
     proc = start(
-        cluster, out, "output.collect_capture=true", "cluster.nodes.poll_interval=1", "engine.latency=1.0", *small
+        cluster,
+        out,
+        "attempts=2",
+        "output.collect_capture=true",
+        "cluster.nodes.poll_interval=1",
+        "engine.latency=2.0",
+        *small,
     )
     wait_for_capture(out / "nodes", proc)
     add_nodes(cluster, 1)
+    joined_at = time.monotonic()
     code, summary, stderr = finish(proc)
     assert code == 0, stderr[-4000:]
-    corpus = assert_every_key_once_accepted(out, 9)
+    corpus = assert_every_key_once_accepted(out, 18)
     nodes = {r["node_id"] for r in corpus}
-    assert len(nodes) == 3 and sum(summary["by_node"].values()) == 9, summary["by_node"]
+    took = f"run went on {time.monotonic() - joined_at:.0f} s after the third raylet joined"
+    assert len(nodes) == 3 and sum(summary["by_node"].values()) == 18, (summary["by_node"], took)
     assert [n["capacity"] for n in summary["cluster"]["nodes"]] == [2, 2, 2]
     for row in corpus:  # collected: the capture records are in the run directory, where the row says
         assert (out / row["capture_path"]).is_file()

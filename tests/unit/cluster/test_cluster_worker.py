@@ -77,3 +77,25 @@ def test_sessions_handed_in_come_back_with_their_results_and_cancel_ends_them(tm
 )
 def test_the_summary_counts_retries_by_the_cause_their_reason_names(reason: str, cause: str) -> None:
     assert _cause({"reason": reason}) == cause
+
+
+def test_a_postrun_that_raises_on_a_node_comes_back_as_an_error(tmp_path: Path, monkeypatch: Any) -> None:
+    """Rule 5 of `node.pools` on a node too: the driver gets an error output for the session, never a future it
+    waits on for good (issue 23 #2)."""
+    from polar_cli.serve.simulated import SimulatedStages
+
+    async def broken(*args: Any) -> Any:
+        raise OSError("collecting the patch failed")
+
+    monkeypatch.setattr(SimulatedStages, "postrun", broken)
+
+    async def main() -> Any:
+        worker = NodeWorker(NodeSpec("simulated", Simulation(init=0.01, run=0.01), str(tmp_path), LIMITS), "n1")
+        await worker.start()
+        try:
+            return await asyncio.wait_for(worker.run("t#0", job(0), 30.0), 10.0)
+        finally:
+            await worker.stop()
+
+    output = asyncio.run(main())
+    assert output.status == "error" and "collecting the patch failed" in output.reason

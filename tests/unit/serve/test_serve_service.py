@@ -129,7 +129,7 @@ def test_machinery_errors_are_retried_then_returned_fully_masked(tmp_path: Path)
     assert flaky["counts"]["completed"] == 2 and all(s["attempts"] == 2 for s in flaky["sessions"])
     assert broken["counts"]["error"] == 2
     for s in broken["sessions"]:
-        assert s["attempts"] == 3 and s["masked"] and s["reward"] == 0.0
+        assert s["attempts"] == 3 and s["masked"] and s["reward"] is None and s["masked_reason"] == "error"
         assert s["traces"] and all(set(t["loss_mask"]) == {0} for t in s["traces"])
     assert broken["usable"] == 0 and broken["mean_reward"] is None
 
@@ -160,7 +160,7 @@ def test_early_stop_cuts_the_rest_into_masked_placeholders_and_keeps_the_group_s
     placeholders = [s for s in sessions if s["placeholder"]]
     assert len(real) >= 2 and len(placeholders) >= 4
     for s in placeholders:
-        assert s["status"] == "cancelled" and s["masked"] and s["traces"] == [] and s["reward"] == 0.0
+        assert s["status"] == "cancelled" and s["masked"] and s["traces"] == [] and s["reward"] is None
         assert s["reason"].startswith("cancelled: early stop")
 
 
