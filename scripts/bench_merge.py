@@ -18,12 +18,17 @@ Phases (the merge runs in a fresh child process so its peak RSS is its own):
 and ids in the records (every call's full prompt + sampled ids, what `read_session` rebuilds).
 
     python scripts/bench_merge.py [--sessions 1000] [--calls 50] [--max-prompt 32768] [--dir DIR]
-    python scripts/bench_merge.py --calls-sweep 12,100,500 [--sweep-ids 3000000]    the scaling phase alone
+    python scripts/bench_merge.py --calls-sweep 10,50,100,200,400 [--sweep-ids 3000000]    the scaling phase alone
+
+The scaling phase ends with the per-id cost's spread over the session lengths (worst / best, goal <= 1.5x) and the
+worst ids on disk per second (goal >= 5M) for each path; "old" is the baseline, measured in the same run.
+``--side-requests`` runs it on sessions whose every other call is a title request (one chain each).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import random
 import resource
@@ -37,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from polar_cli.capture import CaptureRecord, CaptureWriter, read_session, read_session_views
+from polar_cli.capture.ids import common_prefix_len
 from polar_cli.corpus import CorpusWriter
 from polar_cli.trajectory import prefix_merging
 
@@ -175,18 +181,47 @@ def session_records(sid: str, calls: int, max_prompt: int, rng: random.Random) -
     return records
 
 
-def generate(capture: Path, sessions: int, calls: int, max_prompt: int) -> dict[str, Any]:
+def with_side_requests(records: list[CaptureRecord], rng: random.Random) -> list[CaptureRecord]:
+    """``records`` with a tool-less title request after each call, sharing only the system prompt: every one opens
+    its own chain, so a session of n calls holds n / 2 chains (what a harness that titles each turn sends)."""
+    out = []
+    for i, r in enumerate(records):
+        out.append(dataclasses.replace(r, seq=2 * i))
+        title = [*r.prompt_ids[: SYSTEM_TOKENS + 3], *rng.choices(range(VOCAB), k=50), IM_END, NL, IM_START, ASSISTANT]
+        request = {"messages": [r.normalized["messages"][0], {"role": "user", "content": "A title, please."}]}
+        n_sampled = rng.randrange(5, 15)
+        out.append(
+            dataclasses.replace(
+                r,
+                seq=2 * i + 1,
+                prompt_ids=title,
+                normalized={**r.normalized, **request, "tools": []},
+                response_ids=[*rng.choices(range(VOCAB), k=n_sampled), IM_END],
+                response_logprobs=[-rng.random() for _ in range(n_sampled + 1)],
+                finish_reason="stop",
+            )
+        )
+    return out
+
+
+def generate(capture: Path, sessions: int, calls: int, max_prompt: int, *, side: bool = False) -> dict[str, Any]:
     start = time.perf_counter()
     writer = CaptureWriter(capture)
     disk_ids = record_ids = 0
     for i in range(sessions):
-        records = session_records(f"session-{i:05d}", calls, max_prompt, random.Random(i))
-        prev = 0
+        if side:
+            rng = random.Random(i)
+            records = with_side_requests(session_records(f"session-{i:05d}", calls // 2, max_prompt, rng), rng)
+        else:
+            records = session_records(f"session-{i:05d}", calls, max_prompt, random.Random(i))
+        recent: list[list[int]] = []
         for r in records:
             writer.write(r)
-            disk_ids += len(r.prompt_ids) - prev + len(r.response_ids)
+            # the writer stores a prompt as a suffix of a recent one: count what it shares with the closest of them
+            shared = max((common_prefix_len(r.prompt_ids, p) for p in recent), default=0)
+            disk_ids += len(r.prompt_ids) - shared + len(r.response_ids)
             record_ids += len(r.prompt_ids) + len(r.response_ids)
-            prev = len(r.prompt_ids)
+            recent = [*recent[-3:], r.prompt_ids]
         if i % 50 == 49:
             writer.flush()  # bound the writer queue
     writer.close()
@@ -237,10 +272,11 @@ def _rss_kib(field: str) -> int:
 
 
 IDS_PER_CALL = 630
+SWEEP = (10, 50, 100, 200, 400)  # calls per session in the scaling phase (issue 27: flat within 1.5x)
 READERS = {"old": read_session, "new": read_session_views}
 
 
-def scaling(work: Path, sizes: tuple[int, ...], ids_per_size: int) -> list[str]:
+def scaling(work: Path, sizes: tuple[int, ...], ids_per_size: int, *, side: bool = False) -> list[str]:
     """Read + merge time per stored id for sessions of growing length at a fixed ~630 ids per call, old and new path.
 
     Each size gets about ``ids_per_size`` ids on disk (at least 2 sessions), so long sessions do not take longer to
@@ -251,11 +287,12 @@ def scaling(work: Path, sizes: tuple[int, ...], ids_per_size: int) -> list[str]:
         f"scaling (~{IDS_PER_CALL} ids per call, ~{ids_per_size / 1e6:.1f}M ids on disk per size; best of 3, CPU time; "
         "ns per id on disk, read + merge = total):"
     ]
+    per_id: dict[str, list[float]] = {name: [] for name in READERS}
     for calls in sizes:
         sessions = max(2, round(ids_per_size / (IDS_PER_CALL * calls)))
         capture = work / f"scale-{calls}"
         shutil.rmtree(capture, ignore_errors=True)
-        gen = generate(capture, sessions, calls, SYSTEM_TOKENS + IDS_PER_CALL * (calls - 1))
+        gen = generate(capture, sessions, calls, SYSTEM_TOKENS + IDS_PER_CALL * (calls - 1), side=side)
         files = sorted(capture.glob("*.jsonl"))
         best: dict[str, tuple[float, float]] = {}
         for path_name, reader in READERS.items():
@@ -276,6 +313,7 @@ def scaling(work: Path, sizes: tuple[int, ...], ids_per_size: int) -> list[str]:
         cells = []
         for path_name, (read_s, merge_s) in best.items():
             total = read_s + merge_s
+            per_id[path_name].append(total / disk)
             cells.append(
                 f"{path_name} {1e9 * read_s / disk:5.0f} + {1e9 * merge_s / disk:4.0f} = {1e9 * total / disk:5.0f} ns "
                 f"({disk / total / 1e6:5.2f}M ids/s)"
@@ -283,6 +321,12 @@ def scaling(work: Path, sizes: tuple[int, ...], ids_per_size: int) -> list[str]:
         lines.append(
             f"  {calls:4d} calls x {sessions:4d} sessions ({disk / 1e6:.2f}M ids on disk, "
             f"{gen['record_ids'] / 1e6:6.1f}M in records): " + "; ".join(cells)
+        )
+    for path_name, costs in per_id.items():
+        lines.append(
+            f"  {path_name}: per-id cost {1e9 * max(costs):.0f} ns worst / {1e9 * min(costs):.0f} ns best = "
+            f"{max(costs) / min(costs):.2f}x across {sizes[0]}-{sizes[-1]} calls (goal <= 1.5x); "
+            f"{1 / max(costs) / 1e6:.2f}M ids on disk/s at worst (goal >= 5M)"
         )
     return lines
 
@@ -318,6 +362,11 @@ def main() -> None:
         help="run only the scaling phase, for these session lengths (calls per session, comma-separated)",
     )
     ap.add_argument("--sweep-ids", type=int, default=3_000_000, help="ids on disk per session length in scaling")
+    ap.add_argument(
+        "--side-requests",
+        action="store_true",
+        help="scaling sessions with a title request after every call (half the calls each open a chain)",
+    )
     ap.add_argument("--phase", choices=["all", "merge"], default="all", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.phase == "merge":
@@ -326,7 +375,7 @@ def main() -> None:
     work = args.dir or Path(tempfile.mkdtemp(prefix="bench-merge-"))
     if args.calls_sweep:
         try:
-            for line in scaling(work, args.calls_sweep, args.sweep_ids):
+            for line in scaling(work, args.calls_sweep, args.sweep_ids, side=args.side_requests):
                 print(line, flush=True)
         finally:
             if args.dir is None:
@@ -385,7 +434,7 @@ def main() -> None:
             f"Parquet {parquet.stat().st_size / args.sessions / 1e3:.0f} KB "
             f"({per_session / (parquet.stat().st_size / args.sessions):.2f}x) (target capture <= 3x)"
         )
-        for line in scaling(work, (12, 25, 50, 100), args.sweep_ids):
+        for line in scaling(work, SWEEP, args.sweep_ids):
             print(line)
     finally:
         if args.dir is None:

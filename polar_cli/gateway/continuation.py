@@ -12,6 +12,8 @@ the tail of the template's rendering of the whole conversation after the end of 
 ends where the rendering of the history up to and including it has its last turn-ending token (``<|im_end|>``;
 gpt-oss ``<|end|>``/``<|call|>``/``<|return|>``), so the tail starts after the same number of turn ends in the full
 rendering. Splitting right after a special token keeps the tokenisation of the tail what it is in the full prompt.
+Rendering the whole conversation on every call would cost what the history is long; `tail` renders the tail from a
+small window of the history where its checks vouch for the same text, and from the whole conversation otherwise.
 
 What counts as "continues" (`find_continuation`): the same tools and template kwargs; every earlier message equal
 (text, tool calls by name and arguments as parsed JSON, tool results); the next message is call k's answer (its
@@ -30,6 +32,7 @@ from typing import Any
 import orjson
 
 from polar_cli.errors import PolarError
+from polar_cli.gateway.tail import TailRender, tail_text
 from polar_cli.templates import ChatTemplate, Vocab
 from polar_cli.translate.dialects import Dialect
 from polar_cli.translate.token_in import refusal
@@ -77,7 +80,7 @@ def find_continuation(
         if len(messages) <= k + 1:
             reason = "no new message after the previous answer" if len(messages) == k + 1 else "history is shorter"
             continue
-        edited = next((i for i in range(k) if not same_message(messages[i], turn.messages[i])), None)
+        edited = first_difference(messages, turn.messages)
         if edited is not None:
             reason = f"history differs at message {edited}"
             continue
@@ -122,6 +125,17 @@ def _calls(message: Mapping[str, Any]) -> list[tuple[str, Any]]:
         fn = fn if isinstance(fn, Mapping) else {}
         out.append((str(fn.get("name") or ""), parsed_arguments(fn.get("arguments"))))
     return out
+
+
+def first_difference(messages: Sequence[Mapping[str, Any]], earlier: Sequence[Mapping[str, Any]]) -> int | None:
+    """The first of ``earlier``'s messages that ``messages`` does not repeat (`same_message`); None: it repeats all.
+
+    Equal dicts are the same message: a history sent again as it was compares in one C-level pass.
+    """
+    k = len(earlier)
+    if list(messages[:k]) == list(earlier):
+        return None
+    return next((i for i in range(k) if not same_message(messages[i], earlier[i])), None)
 
 
 def same_message(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
@@ -173,28 +187,10 @@ def suffix_text(
 ) -> str | None:
     """The template's rendering of ``new`` and the generation prompt, after ``history`` (ending with the answer).
 
-    None when the full rendering has fewer turn ends than the history's (the template rewrote the history).
+    Rendered from a small window of the history where the window vouches for it, else from the whole conversation
+    (`tail`). None when the full rendering has fewer turn ends than the history's (the template rewrote the history).
     """
-    head = template.render(history, tools, kwargs, generation_prompt=False)
-    full = template.render([*history, *new], tools, kwargs, generation_prompt=True)
-    ends = _count_ends(head, turn_ends)
-    at = _after_nth_end(full, turn_ends, ends)
-    return None if at is None else full[at:]
-
-
-def _count_ends(text: str, ends: Sequence[str]) -> int:
-    return sum(text.count(e) for e in ends)
-
-
-def _after_nth_end(text: str, ends: Sequence[str], n: int) -> int | None:
-    pos = 0
-    for _ in range(n):
-        found = [(i, e) for e in ends if (i := text.find(e, pos)) >= 0]
-        if not found:
-            return None
-        i, e = min(found)
-        pos = i + len(e)
-    return pos
+    return tail_text(TailRender(template, tools, kwargs, tuple(turn_ends)), history, new)
 
 
 def continuation_prompt(

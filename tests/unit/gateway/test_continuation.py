@@ -15,6 +15,7 @@ from polar_cli.gateway.continuation import (
     call_context,
     continuation_prompt,
     find_continuation,
+    first_difference,
     suffix_text,
 )
 from polar_cli.gateway.reasoning import ReasoningMemory, turn_key
@@ -195,3 +196,23 @@ def test_gemma_matches_tool_results_by_the_harness_ids_so_the_suffix_renders_wit
     assert isinstance(found, Continuation) and found.answer["tool_calls"][0]["id"] == "call_9"
     ids = continuation_prompt(found, tk.template, tk.vocab, renumbered, tk.turn_ends)
     assert ids is not None and "file0.py" in tk.vocab.decode(ids[len(first["prompt"]) + len(first["sampled"]) :])
+
+
+def test_first_difference_compares_equal_copies_at_once_and_otherwise_as_the_template_sees_them() -> None:
+    history = [
+        *START,
+        answer_message("", None, [_call(0, "ls")]),
+        {"role": "tool", "tool_call_id": "call_0", "content": "a"},
+    ]
+    copied = json.loads(json.dumps(history))
+    assert first_difference([*copied, {"role": "user", "content": "more"}], history) is None
+    respaced = [
+        *copied[:2],
+        {
+            **copied[2],
+            "tool_calls": [{**_call(0, ""), "function": {"name": "bash", "arguments": '{"command":  "ls"}'}}],
+        },
+        copied[3],
+    ]
+    assert first_difference(respaced, history) is None
+    assert first_difference([*copied[:3], {**copied[3], "content": "b"}], history) == 3
