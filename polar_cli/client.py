@@ -56,8 +56,9 @@ class TaskResult:
         return list(self.raw.get("sessions") or [])
 
     @property
-    def rewards(self) -> list[float]:
-        return [float(s["reward"]) for s in self.sessions]
+    def rewards(self) -> list[float | None]:
+        """Each session's reward; None for a masked one ("no reward": leave it out of the group's baseline)."""
+        return [None if s["reward"] is None else float(s["reward"]) for s in self.sessions]
 
     @property
     def mean_reward(self) -> float | None:
@@ -148,6 +149,16 @@ class PolarClient:
                     open_ids.remove(open_ids[0])
                     yield TaskResult(raw)
 
+    def finished(self, after: int = 0, wait: float = 30.0, limit: int = 16) -> tuple[list[TaskResult], int]:
+        """Tasks finished after cursor ``after``, whichever they are (waiting up to ``wait`` s), and the next cursor."""
+        params = {"after": str(after), "wait": f"{wait:.3f}", "limit": str(limit)}
+        raw = self._call("GET", "/v1/results", params=params, timeout=wait + 30)
+        return [TaskResult(t) for t in raw["tasks"]], int(raw["cursor"])
+
+    def engines(self) -> list[dict[str, Any]]:
+        """The engines the service drives: URL, kind, model, the weight version each serves, in rotation or not."""
+        return list(self._call("GET", "/v1/engines")["engines"])
+
     def cancel(self, task_id: str) -> dict[str, Any]:
         return self._call("DELETE", f"/v1/tasks/{task_id}")
 
@@ -166,9 +177,25 @@ class PolarClient:
     def resume(self) -> dict[str, Any]:
         return self._call("POST", "/v1/admin/resume")
 
-    def set_weights(self, version: str) -> dict[str, Any]:
-        """Stamp ``version`` on every capture record and trajectory produced from now on."""
-        return self._call("POST", "/v1/admin/weights", json={"weight_version": version})
+    def set_weights(
+        self,
+        version: str,
+        weights_path: str | None = None,
+        *,
+        lora: str | None = None,
+        mode: str = "drain",
+        verify: bool = True,
+        expect_probe: list[float] | None = None,
+        timeout: float = 900.0,
+    ) -> dict[str, Any]:
+        """Stamp ``version`` on every capture record and trajectory produced from now on; with ``weights_path``,
+        first load that checkpoint into every engine server (paused, checked; `serve.weights`): the report per
+        engine (probe before and after, the version it serves, seconds), or a `ServeError` 502 when none loaded it."""
+        body: dict[str, Any] = {"weight_version": version}
+        if weights_path is not None:
+            body |= {"weights_path": weights_path, "lora": lora, "mode": mode, "verify": verify}
+            body |= {"expect_probe": expect_probe} if expect_probe is not None else {}
+        return self._call("POST", "/v1/admin/weights", json=body, timeout=timeout)
 
     def health(self) -> bool:
         try:

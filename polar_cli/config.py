@@ -23,11 +23,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from polar_cli import overrides
 from polar_cli.cluster.config import ClusterConfig
+from polar_cli.egress.config import EgressConfig
 from polar_cli.errors import ConfigError
 from polar_cli.gateway.upstream_client import upstream_root
+from polar_cli.harbor.config import HarborConfig
 from polar_cli.harness.base import HarnessAdapter
 from polar_cli.harness.custom import CustomHarnessConfig, check_custom_names
+from polar_cli.judge.config import JudgeConfig
 from polar_cli.overrides import errors_text, plain
+from polar_cli.runtime.base import SESSION_CAPABILITIES, SESSION_PIDS_LIMIT, Sandbox
 from polar_cli.swe.tamper import TamperMode
 from polar_cli.translate.dialects import DialectName
 
@@ -42,7 +46,8 @@ class _Strict(BaseModel):
 
 class ManifestConfig(_Strict):
     source: str
-    """Manifest file (.json/.jsonl/.parquet; relative to the recipe file) or a datasets name ``owner/name[:split]``."""
+    """Manifest file (.json/.jsonl/.parquet; relative to the recipe file), a datasets name ``owner/name[:split]``, or
+    Harbor tasks: a task folder or a folder of task folders (`polar_cli.harbor`, docs/harbor.md)."""
     instance_ids: list[str] | None = None
     """Only these instances (None: all)."""
     repos: list[str] | None = None
@@ -227,8 +232,15 @@ class RuntimeConfig(_Strict):
     reach; ``gateway_url`` is unused with ``gateway-only``)."""
     cpus: float | None = Field(default=None, gt=0)
     """CPU limit per session container."""
-    memory_mb: int | None = Field(default=None, ge=64)
-    """Memory limit per session container (MiB); a harness killed at it ends with reason ``oom``."""
+    memory_mb: int | None = Field(default=16384, ge=64)
+    """Memory limit per session container (MiB, no swap beyond it); a harness killed at it ends with reason ``oom``
+    (None: no limit, the host's memory is the agent's)."""
+    pids_limit: int | None = Field(default=SESSION_PIDS_LIMIT, ge=16)
+    """Processes and threads a session container may hold (a fork bomb stops there; None: no limit)."""
+    no_new_privileges: bool = True
+    """Session containers run with ``no-new-privileges``: a setuid binary gains nothing (docs/security.md)."""
+    capabilities: list[str] | None = Field(default_factory=lambda: list(SESSION_CAPABILITIES))
+    """The Linux capabilities a session container keeps, every other one dropped (None: Docker's defaults)."""
     output_limit_mb: int | None = Field(default=1024, ge=1)
     """Output a harness may write before it is killed (reason ``output_limit``; None: no limit, the first 8 MiB are
     kept either way)."""
@@ -250,6 +262,19 @@ class RuntimeConfig(_Strict):
     what is still unfinished after that is retried by the next run."""
     min_free_gb: float = Field(default=5.0, ge=0)
     """Free disk the run directory must have before the run starts (0: no check)."""
+    egress: EgressConfig = Field(default_factory=EgressConfig)
+    """Hosts the session containers may reach through Polar's logging egress proxy (``gateway-only`` sandboxes only;
+    docs/security.md "Egress allowlist"); none by default."""
+
+    @model_validator(mode="after")
+    def _egress_needs_gateway_only(self) -> RuntimeConfig:
+        if self.egress.allow and self.network != "gateway-only":
+            raise ValueError("egress.allow needs network: gateway-only (other networks are not confined at all)")
+        return self
+
+    def sandbox(self) -> Sandbox:
+        caps = None if self.capabilities is None else tuple(c.upper().removeprefix("CAP_") for c in self.capabilities)
+        return Sandbox(self.pids_limit, self.no_new_privileges, caps)
 
 
 class ConcurrencyConfig(_Strict):
@@ -307,6 +332,13 @@ class OutputConfig(_Strict):
     """fsync every row (survives power loss, not just a killed process; slower)."""
 
 
+class MetricsConfig(_Strict):
+    port: int | None = Field(default=None, ge=0, le=65535)
+    """Serve Prometheus metrics on this port (None: none; 0: any free port, logged); docs/metrics.md."""
+    host: str = "127.0.0.1"
+    """Address of the metrics port: loopback unless told otherwise."""
+
+
 class Recipe(_Strict):
     name: str | None = None
     """A name for the run (default: the recipe file's stem)."""
@@ -331,12 +363,18 @@ class Recipe(_Strict):
     """Session, agent and evaluation time limits."""
     eval: EvalConfig = Field(default_factory=EvalConfig)
     """How sessions are graded (their time limit is ``timeouts.eval``)."""
+    harbor: HarborConfig = Field(default_factory=HarborConfig)
+    """Harbor tasks: the reward a session must reach to be accepted, the FROM mapping table of their images."""
     builder: BuilderConfig = Field(default_factory=BuilderConfig)
     """How capture records become trajectories."""
     output: OutputConfig = Field(default_factory=OutputConfig)
     """Where and how the corpus is written."""
     cluster: ClusterConfig = Field(default_factory=ClusterConfig)
     """A Ray cluster to run the sessions on, one gateway node per machine (unset: this process, as before)."""
+    metrics: MetricsConfig = Field(default_factory=MetricsConfig)
+    """Prometheus metrics of the run and its gateway, on a port of their own."""
+    judge: JudgeConfig | None = None
+    """A judge model that scores each session against a rubric, combined with the tests' reward (docs/judge.md)."""
 
     @field_validator("instruction")
     @classmethod
@@ -399,6 +437,9 @@ def resolve_paths(data: dict[str, Any], base: Path) -> None:
     manifest = data.get("manifest")
     if isinstance(manifest, dict) and isinstance(manifest.get("source"), str):
         manifest["source"] = _resolve(base, manifest["source"])
+    judge = data.get("judge")
+    if isinstance(judge, dict) and isinstance(judge.get("rubric"), str):
+        judge["rubric"] = _resolve(base, judge["rubric"])
     engine = data.get("engine")
     if isinstance(engine, dict):
         if isinstance(engine.get("tokenizer"), str):

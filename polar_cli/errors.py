@@ -11,6 +11,7 @@
     │   └── UpstreamProtocolError   the server's bytes break HTTP/1.1: 502
     ├── RuntimeFailure              the container engine is missing, refused an operation, or cannot build an image
     ├── DiskFull                    a write of the run found no space (ENOSPC, EDQUOT): the run stops, nothing torn
+    ├── DirectoryBusy               another process holds the run or state directory's lock (`dirlock`): exit 1
     ├── CaptureReadError            a capture file cannot be read back: corrupt, or of an unknown format
     └── TraceError                  a trace would break its invariants: a builder bug or corrupt capture data
 
@@ -118,6 +119,10 @@ class DiskFull(PolarError):
 
     def __init__(self, path: object, exc: OSError) -> None:
         super().__init__(f"disk full: writing {path} failed ({exc.strerror or exc}); free space and run again")
+
+
+class DirectoryBusy(PolarError):
+    """Another process holds the lock of a run directory (`polar generate`) or state directory (`polar serve`)."""
 
 
 def is_disk_full(exc: BaseException) -> bool:

@@ -10,8 +10,10 @@ harnesses leave out of the history they send back, as in the recordings.
 What is simulated: the engine is a template-rendering double (`ScriptedUpstream`: prompt = the real chat template
 rendered and encoded, or the gateway's ``input_ids``; sampled ids = `ChatTokenizer.sampled_ids`, the template's
 rendering of the answer as the last message), not a model. Answers are the recorded harness's own next turns, so no
-harness reacts to anything else. gpt-oss, Gemma 4 and Nemotron-3-Super are tokenised with the Qwen3.5 vocabulary plus
-their control tokens (`tests/support/templates.py`): their templates and rules are real, their id counts are not.
+harness reacts to anything else. gpt-oss, Gemma 4, Nemotron-3-Super, the Mistral family, GLM-4.6, Kimi-K2 and MiniMax-M2
+are tokenised with the Qwen3.5 vocabulary plus their control tokens, DeepSeek-V3.1 and Llama 3.1 with their families'
+real vocabularies plus the few control tokens those lack (`tests/support/templates.py`): their templates and rules are
+real, the stand-ins' id counts are not. Every template in tests/data/chat_templates is run unless --templates says.
 
 Grid: template x harness x thinking (``chat_template_kwargs.enable_thinking`` off/on) x mode:
   as-sent   reasoning "as-sent": the server renders every prompt from the history as the harness sent it
@@ -50,7 +52,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from polar_cli.capture import CaptureRecord, CaptureWriter, read_session
-from polar_cli.capture.record import common_prefix_len
+from polar_cli.capture.ids import common_prefix_len
 from polar_cli.capture.store import session_file
 from polar_cli.gateway.continuation import Continuation, SampledTurn, TokenIn, answer_message, call_context
 from polar_cli.gateway.continuation import find_continuation as _find_continuation
@@ -358,7 +360,7 @@ def _print_reasons(cells: list[Cell]) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--templates", default=",".join(templates.NAMES), help="comma-separated (default: all six)")
+    ap.add_argument("--templates", default=",".join(templates.NAMES), help="comma-separated (default: every one)")
     ap.add_argument("--harnesses", default="", help="comma-separated (default: every recorded one)")
     ap.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of {', '.join(MODES)}")
     ap.add_argument("--json", type=Path, help="write every figure to this file")

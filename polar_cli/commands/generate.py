@@ -29,6 +29,7 @@ def generate(
         bool, typer.Option("--no-progress", help="No live view: log lines on stderr (for cron).")
     ] = False,
     json_: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+    report_every: Annotated[int, typer.Option(help="Rebuild RUN_DIR/report every N finished sessions (0: never).")] = 0,
 ) -> None:
     """Run a recipe's sessions through real harnesses, grade them, and write the accepted ones as a corpus.
 
@@ -41,7 +42,7 @@ def generate(
     with exit_codes():
         loaded = load_recipe(recipe, overrides or [])
         run_dir = out or Path(loaded.output.dir or Path("runs") / (loaded.name or recipe.stem))
-        outcome = run_generate(loaded, run_dir, live=not no_progress and not json_)
+        outcome = run_generate(loaded, run_dir, live=not no_progress and not json_, report_every=report_every)
     summary = outcome.summary
     if json_:
         typer.echo(orjson.dumps(summary).decode())

@@ -68,9 +68,14 @@ def proxy(
         str, typer.Option(help="reinject: give turns sent back without reasoning their sampled reasoning; as-sent")
     ] = "reinject",
     log_level: Annotated[str, typer.Option(help="debug | info | warning")] = "info",
+    metrics_port: Annotated[
+        int | None, typer.Option(help="Serve Prometheus metrics on this port (docs/metrics.md)")
+    ] = None,
+    metrics_host: Annotated[str, typer.Option(help="Address of the metrics port")] = "127.0.0.1",
 ) -> None:
     """Serve the four provider APIs from an OpenAI-compatible inference server, recording every token."""
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from polar_cli.capture.store import next_seq, session_file
     from polar_cli.gateway.proxy import parse_session_keys, serve
     from polar_cli.gateway.sessions import SessionRegistry
     from polar_cli.translate.dialects import dialect as dialect_named
@@ -83,7 +88,10 @@ def proxy(
             raise ConfigError(f"--reasoning must be reinject or as-sent, not {reasoning!r}")
         if token_in and not tokenizer:
             raise ConfigError("--token-in needs --tokenizer (the model directory: its tokenizer and chat template)")
-        sessions = SessionRegistry(allow_unknown=allow_unknown_keys)
+        # a restart with a session's key goes on numbering its calls where its capture file ends
+        sessions = SessionRegistry(
+            allow_unknown=allow_unknown_keys, first_seq=lambda sid: next_seq(session_file(capture_dir, sid))
+        )
         for key, session_id in parse_session_keys(session_key or []):
             sessions.open(session_id, key)
         token_in_state = _token_in(tokenizer, chat_template) if token_in else None
@@ -92,6 +100,11 @@ def proxy(
             "note: no --session-key given and --allow-unknown-keys off: every call will be refused (401)", err=True
         )
     with exit_codes():
+        if metrics_port is not None:
+            from polar_cli.metrics import start as start_metrics
+
+            bound = start_metrics(metrics_port, metrics_host)[1]
+            typer.echo(f"metrics: http://{metrics_host}:{bound}/metrics", err=True)
         asyncio.run(
             serve(
                 upstream=upstream,

@@ -23,6 +23,10 @@ def serve(
         typer.Option(help="Journal, results, capture, logs; the same directory resumes (service.state_dir)"),
     ] = None,
     log_level: Annotated[str, typer.Option(help="debug | info | warning")] = "info",
+    metrics_port: Annotated[
+        int | None, typer.Option(help="Serve Prometheus metrics on this port (docs/metrics.md)")
+    ] = None,
+    metrics_host: Annotated[str, typer.Option(help="Address of the metrics port")] = "127.0.0.1",
 ) -> None:
     """Serve rollouts: TaskRequests in, GRPO groups of token-exact trajectories with rewards out, durable."""
     from polar_cli.serve.config import load_serve_config
@@ -40,5 +44,5 @@ def serve(
         settings = load_serve_config(config, extra)
         directory = Path(settings.service.state_dir)
         with state_lock(directory), serve_logging(directory, log_level):
-            code = asyncio.run(run_service(settings))
+            code = asyncio.run(run_service(settings, metrics_port=metrics_port, metrics_host=metrics_host))
     raise typer.Exit(code)

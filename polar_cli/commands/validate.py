@@ -115,8 +115,53 @@ def _validate_through_harness(
         raise typer.Exit(FAILED)
 
 
+def _validate_harbor(
+    source: str,
+    instance_ids: list[str] | None,
+    limit: int | None,
+    workers: int,
+    out: Path | None,
+    json_: bool,
+    run_id: str | None,
+) -> None:
+    """Harbor tasks (a task folder or a folder of them): each oracle earns reward 1, the tests fail without it."""
+    from polar_cli.harbor.validate import validate_source
+
+    with exit_codes():
+        logs = run_logs(out, run_id)
+        results = validate_source(
+            source,
+            names=ids(instance_ids),
+            limit=limit,
+            workers=workers,
+            logs_root=logs.root,
+            run_id=logs.run_id,
+            echo=lambda line: typer.echo(line, err=True),
+        )
+        payload = {
+            "run_id": logs.run_id,
+            "task_kind": "harbor",
+            "total_instances": len(results),
+            "valid_instances": sum(v.status == "valid" for v in results),
+            "broken_ids": [v.task for v in results if v.status == "broken"],
+            "error_ids": [v.task for v in results if v.status == "error"],
+            "instances": [v.to_dict() for v in results],
+        }
+
+        def show() -> None:
+            for v in results:
+                typer.echo(f"{v.task}: {v.status}" + (f" ({'; '.join(v.reasons)})" if v.reasons else ""))
+            typer.echo(f"valid {payload['valid_instances']}/{len(results)} (harbor tasks)")
+
+        report(payload, out, json_, show)
+    if not results or payload["valid_instances"] != len(results):
+        raise typer.Exit(FAILED)
+
+
 def validate(
-    manifest: Annotated[str, typer.Argument(help="Manifest: .json/.jsonl/.parquet or a datasets name.")],
+    manifest: Annotated[
+        str, typer.Argument(help="Manifest: .json/.jsonl/.parquet, a datasets name, or a folder of Harbor tasks.")
+    ],
     harness: Annotated[
         str | None, typer.Option(help="Validate through this harness with the gold engine (the whole pipeline).")
     ] = None,
@@ -155,6 +200,9 @@ def validate(
     """
     with exit_codes():
         mode = tamper_mode(tamper, swe_bench_exact)
+    if harness is None and Path(manifest).is_dir():
+        _validate_harbor(manifest, instance_ids, limit, workers, out, json_, run_id)
+        return
     if harness is not None:
         with exit_codes():
             logs = run_logs(out, run_id)

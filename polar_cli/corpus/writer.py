@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, BinaryIO
@@ -57,6 +57,23 @@ class JsonlAppender:
         if self.fsync:
             os.fsync(self._fd)
         self.rows += 1
+
+    def append_many(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Several rows as one write: all of them, or none (a group that must not be split, such as the segment
+        rows of one session; a kill mid-write can still tear it, which its reader repairs: `drop_last_lines`)."""
+        if self._fd is None:
+            raise ValueError(f"{self.path}: appender is closed")
+        append_whole(self._fd, b"".join(orjson.dumps(row) + b"\n" for row in rows), self.path)
+        if self.fsync:
+            os.fsync(self._fd)
+        self.rows += len(rows)
+
+    def drop_last(self, n: int) -> None:
+        """Cut the last ``n`` complete rows off the file (a group a kill left incomplete)."""
+        if self._fd is None:
+            raise ValueError(f"{self.path}: appender is closed")
+        drop_last_lines(self.path, n)
+        self.rows -= n
 
     def close(self) -> None:
         if self._fd is not None:
@@ -97,6 +114,15 @@ def repair_tail(path: Path) -> int:
 
 
 _CHUNK = 1 << 20
+
+
+def drop_last_lines(path: Path, n: int) -> None:
+    """Truncate a file whose last line is complete to before its last ``n`` lines."""
+    with path.open("r+b") as fh:
+        end = fh.seek(0, os.SEEK_END)
+        for _ in range(n):
+            end = _rfind_newline(fh, end - 1) + 1 if end else 0
+        fh.truncate(end)
 
 
 def _rfind_newline(fh: BinaryIO, before: int) -> int:

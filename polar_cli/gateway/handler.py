@@ -19,9 +19,11 @@ from typing import Any
 
 import orjson
 
+from polar_cli import metrics
 from polar_cli.capture import CaptureRecord, CaptureWriter
 from polar_cli.capture.record import CaptureStatus, PromptMode
 from polar_cli.errors import ErrorKind, RequestError, UpstreamError
+from polar_cli.gateway import budget
 from polar_cli.gateway.continuation import SampledTurn, TokenIn, answer_message, call_context, token_in_prompt
 from polar_cli.gateway.pause import Flight, ModelCallGate
 from polar_cli.gateway.sessions import (
@@ -33,8 +35,9 @@ from polar_cli.gateway.sessions import (
     redact_query,
 )
 from polar_cli.gateway.upstream_client import UPSTREAM_PATH, Upstream
-from polar_cli.templates import TemplateTraits, make_template_safe
+from polar_cli.templates import TemplateTraits, make_template_safe, unfit
 from polar_cli.translate.codec import Codec, Route
+from polar_cli.translate.images import check_images
 from polar_cli.translate.ir import ChatRequest, Completion
 from polar_cli.translate.registry import CODECS, error_codec_for_path, route_for_path, route_for_unknown_path
 from polar_cli.translate.token_in import prompt_mismatch, token_in_request
@@ -148,6 +151,7 @@ class Gateway:
         try:
             call.body = body if body is not None else _json_object(request.body)
             chat = codec.decode_request(call.body, route)
+            check_images(chat, remote=self.options.remote_images)
         except RequestError as exc:
             self._record(call, "client_error", error=exc.message, error_kind=exc.kind)
             return _error(codec, exc.status, exc.kind, exc.message)
@@ -158,10 +162,19 @@ class Gateway:
         body = call.upstream_body = chat_body(chat, self.options, rid=completion_id)
         if call.session.sampling:
             apply_sampling(body, call.session.sampling, self.options.max_tokens_cap)
+        if (refused := budget.refusal(call.session)) is not None:
+            self._record(call, "client_error", error=refused, error_kind=budget.BUDGET_KIND)
+            return _error(codec, 400, "context_length", refused)
+        budget.limit(body, call.session)
         if self.options.reasoning == "reinject":
             body["messages"], _ = call.session.reasoning.reinject(body["messages"])
         if self.traits is not None:
             body["messages"], call.template_rules = make_template_safe(body["messages"], self.traits)
+            if (misfit := unfit(body["messages"], self.traits)) is not None:
+                # no rule mends it: the harness gets a 400 naming the trait, not the server's refusal of the render
+                call.upstream_bytes = orjson.dumps(body)
+                self._record(call, "client_error", error=misfit.message, error_kind=f"template:{misfit.trait}")
+                return _error(codec, 400, "invalid_request", misfit.message)
         call.upstream_bytes = orjson.dumps(body)
         sent_body, sent = body, call.upstream_bytes
         ids = None
@@ -176,18 +189,25 @@ class Gateway:
         try:
             state.waiting_upstream = True
             try:
+                sent_at = time.monotonic()
                 response = await self._send(call, sent_body, sent)
+                metrics.upstream_seconds(call.route.api, time.monotonic() - sent_at)
             finally:
                 state.waiting_upstream = False
             if response.status != 200:
                 raise upstream_error(response.status, response.body)
             try:
-                call.upstream_answer = orjson.loads(response.body)
+                decoded = orjson.loads(response.body)
             except orjson.JSONDecodeError as exc:
                 raise UpstreamError(f"upstream answer is not JSON: {exc}") from exc
-            if not isinstance(call.upstream_answer, dict):
-                raise UpstreamError("upstream answer is not a JSON object")
-            answer = parse_answer(call.upstream_answer, tool_kinds(chat.tools))
+            if not isinstance(decoded, dict):
+                raise UpstreamError(f"upstream answer is a JSON {type(decoded).__name__}, not an object")
+            call.upstream_answer = decoded
+            try:
+                answer = parse_answer(call.upstream_answer, tool_kinds(chat.tools))
+            except (TypeError, ValueError, KeyError, AttributeError, IndexError) as exc:
+                # a shape parse_answer's checks did not foresee is still the server's fault: recorded, a 502
+                raise UpstreamError(f"malformed upstream answer: {type(exc).__name__}: {exc}") from exc
             if ids is not None and (mismatch := prompt_mismatch(ids, answer.tokens)) is not None:
                 # the server rendered the messages itself: a faithful capture of that prompt, recorded as such
                 call.prompt_mode, call.prompt_note = "rendered", mismatch
@@ -209,6 +229,7 @@ class Gateway:
             raise
         completion = _completion(completion_id, chat, answer, codec.tool_call_id_prefix, call.started)
         self._remember(call.session, body, completion, answer)
+        budget.spend(call.session, len(answer.tokens.response_ids))
         self._record(call, "ok", answer=answer)
         if not chat.stream:
             return Reply(200, orjson.dumps(codec.encode_response(chat, completion)))
@@ -304,6 +325,7 @@ class Gateway:
         error: str = "",
         error_kind: str | None = None,
     ) -> None:
+        metrics.gateway_call(call.route.api, status, time.time() - call.started, answer, call.weight_version)
         if self.capture is None:
             return
         query = redact_query(call.request.query)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -54,6 +55,9 @@ class ModelCallGate:
         self._flights: set[Flight] = set()
         self._waiting = 0
         self._replays = 0
+        # seconds the gate has been closed, over all pauses before the current one; and when the current one began
+        self._paused_total = 0.0
+        self._paused_since: float | None = None
 
     def set_weight_version(self, version: str | None) -> None:
         """The version stamped on the records of calls sent from now on."""
@@ -70,6 +74,8 @@ class ModelCallGate:
         if mode not in ("drain", "abort"):
             raise ValueError(f"pause mode must be drain or abort, not {mode!r}")
         self.paused, self.mode = True, mode
+        if self._paused_since is None:
+            self._paused_since = time.monotonic()
         self._open.clear()
         flights = [f for f in self._flights if not f.task.done()]
         if mode == "drain":
@@ -101,7 +107,20 @@ class ModelCallGate:
     def resume(self) -> None:
         """Open the gate: the calls waiting at it and the aborted calls go upstream."""
         self.paused, self.mode = False, None
+        if self._paused_since is not None:
+            self._paused_total += time.monotonic() - self._paused_since
+            self._paused_since = None
         self._open.set()
+
+    def paused_seconds(self) -> float:
+        """Seconds the gate has been closed so far, over every pause (safe to read from any thread)."""
+        since = self._paused_since
+        return self._paused_total + (time.monotonic() - since if since is not None else 0.0)
+
+    def credited_clock(self) -> float:
+        """`time.monotonic` stopped while the gate is closed: session deadlines on it are credited the time paused
+        (a weight sync does not eat into a session's timeout)."""
+        return time.monotonic() - self.paused_seconds()
 
     def status(self) -> dict[str, Any]:
         return {

@@ -3,6 +3,7 @@ a few more find what the server's chat template refuses or drops when no local c
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import replace
@@ -16,8 +17,34 @@ from polar_cli.templates.traits import PROBES, TemplateTraits
 from polar_cli.translate.dialects import Dialect, dialect
 from polar_cli.translate.ir import ChatRequest, Message, Sampling, Text
 from polar_cli.translate.upstream import UpstreamOptions, chat_body, token_capture, upstream_error
+from polar_cli.wire.http11 import Response
 
 log = logging.getLogger("polar.gateway")
+
+# a start-up probe call that fails for the server's own reasons (5xx, a dropped connection, a timeout) is tried this
+# many times in all, after waits of RETRY_DELAY seconds, doubling: one bad answer does not end a start-up
+ATTEMPTS = 4
+RETRY_DELAY = 0.5
+
+
+async def _post(client: Upstream, body: bytes) -> Response:
+    """``body`` posted to the chat path, retried on 5xx answers and transport errors; the last failure is returned
+    (an answer) or raised (an error)."""
+    delay = RETRY_DELAY
+    for attempt in range(1, ATTEMPTS + 1):
+        try:
+            response = await client.post_json(UPSTREAM_PATH, body)
+        except UpstreamError as exc:
+            if attempt == ATTEMPTS or exc.status < 500:
+                raise
+            log.warning("start-up probe: %s; retrying in %g s", exc.message, delay)
+        else:
+            if response.status < 500 or attempt == ATTEMPTS:
+                return response
+            log.warning("start-up probe: upstream answered %d; retrying in %g s", response.status, delay)
+        await asyncio.sleep(delay)
+        delay *= 2
+    raise AssertionError("unreachable")
 
 
 async def served_model(client: Upstream) -> str:
@@ -42,7 +69,7 @@ async def probe_dialect(client: Upstream, options: UpstreamOptions) -> Dialect:
     failure: TokenCaptureError | None = None
     for candidate in candidates:
         body = chat_body(probe, UpstreamOptions(candidate, model=options.model), rid=f"polar-probe-{candidate.name}")
-        response = await client.post_json(UPSTREAM_PATH, orjson.dumps(body))
+        response = await _post(client, orjson.dumps(body))
         if response.status != 200:
             raise upstream_error(response.status, response.body)
         try:
@@ -68,7 +95,7 @@ async def probe_tools(client: Upstream, options: UpstreamOptions) -> None:
     ``--enable-auto-tool-choice`` answers each of them 400, which would turn every session into an error."""
     seed = ChatRequest(model=options.model, messages=(Message("user", (Text("OK"),)),), sampling=Sampling(max_tokens=1))
     body = {**chat_body(seed, options, rid="polar-probe-tools"), "tools": [PROBE_TOOL], "tool_choice": "auto"}
-    response = await client.post_json(UPSTREAM_PATH, orjson.dumps(body))
+    response = await _post(client, orjson.dumps(body))
     if response.status == 200:
         return
     error = upstream_error(response.status, response.body)
@@ -88,7 +115,8 @@ async def probe_traits(client: Upstream, options: UpstreamOptions) -> TemplateTr
     ``raise_exception``: "System message must be at the beginning.", "No user query found in messages.") -> the
     probe's ``refused`` trait. Both 200, but the probe's prompt no longer than the control's although it adds text
     (a system message after the user's, a second tool call) -> its ``dropped`` trait. A control the server refuses
-    decides nothing; any other status fails the probe as `upstream_error` says.
+    decides nothing. A probe whose calls still fail after `ATTEMPTS` tries (5xx, transport errors), or whose answer
+    cannot be read, leaves its traits unknown (taken as off): the start-up goes on, and a warning names them.
     """
     seed = ChatRequest(model=options.model, messages=(Message("user", (Text("OK"),)),), sampling=Sampling(max_tokens=1))
     base = chat_body(seed, options, rid="polar-probe-traits")
@@ -104,21 +132,30 @@ async def probe_traits(client: Upstream, options: UpstreamOptions) -> TemplateTr
         return counts[key]
 
     held: set[str] = set()
+    unknown: list[str] = []
     for probe in PROBES:
-        control = await prompt_tokens(probe.control)
-        if control is None:
+        try:
+            control = await prompt_tokens(probe.control)
+            if control is None:
+                continue
+            tokens = await prompt_tokens(probe.messages)
+        except UpstreamError as exc:
+            names = [t for t in (probe.refused, probe.dropped) if t]
+            log.warning("chat template probe %s failed (%s): %s unknown", probe.name, exc.message, ", ".join(names))
+            unknown.extend(names)
             continue
-        tokens = await prompt_tokens(probe.messages)
         trait = probe.refused if tokens is None else probe.dropped if tokens <= control else None
         if trait is not None:
             log.info("chat template probe %s: %s", probe.name, trait)
             held.add(trait)
+    if unknown:
+        log.warning("starting with the chat template traits it could read; unknown (taken as off): %s", unknown)
     return TemplateTraits(**dict.fromkeys(held, True))
 
 
 async def _prompt_tokens(client: Upstream, body: bytes) -> int | None:
     """The prompt's token count, or None where the server refused the conversation (400/422)."""
-    response = await client.post_json(UPSTREAM_PATH, body)
+    response = await _post(client, body)
     if response.status in (400, 422):
         return None
     if response.status != 200:

@@ -6,9 +6,14 @@ closes while its call waits on the model is gone, and the call is cancelled (the
 with SGLang's abort). A call that is not waiting on the model is still answered after an EOF (half-close).
 
 Timers, all per connection:
+- ``auth_timeout``: a new connection must deliver its first whole request within this long, and stays on this short
+  idle timer until one of its requests succeeds (2xx); a 401 closes it. Idle connections that never proved a key
+  hold no descriptor for long.
 - ``idle_timeout``: a kept-alive connection with no request in progress is closed after this long.
 - ``request_timeout``: once the first byte of a request arrived, the whole request must arrive within this long
   (slow-loris clients get a 408 and the connection closes).
+Caps (`admission.Admission`): connections per process and per peer address; one over a cap is answered 503 and
+closed at once. Refusals and asyncio's accept errors (EMFILE) are logged at most once a minute.
 `GatewayServer.start_unix` adds a Unix socket listener serving the same way (gateway-only sandboxes reach it through
 the relay, `runtime.base.GATEWAY_ONLY`).
 
@@ -31,6 +36,7 @@ from pathlib import Path
 from typing import Protocol
 
 from polar_cli.errors import PeerProtocolError
+from polar_cli.gateway.admission import Admission, Verdict, default_max_connections, quiet_accept_errors
 from polar_cli.gateway.handler import CallState, Reply
 from polar_cli.wire.http11 import (
     CONTINUE,
@@ -52,9 +58,24 @@ PIPELINE_BUFFER = 1024 * 1024
 
 @dataclass(frozen=True, slots=True)
 class ServerLimits:
+    """What a peer may hold: sizes and counts of one message (``http``), time, and connections."""
+
     http: Limits = field(default_factory=Limits)
+    # seconds a kept-alive connection that has had a 2xx answer may sit idle
     idle_timeout: float = 300.0
+    # seconds a request may take to arrive once its first byte did (slow-loris -> 408)
     request_timeout: float = 60.0
+    # seconds a connection may sit idle before its first 2xx answer (first request, failed auth)
+    auth_timeout: float = 20.0
+    # open connections per process; None: half of RLIMIT_NOFILE after a reserve (`admission.default_max_connections`)
+    max_connections: int | None = None
+    # open connections per peer address (TCP); None: three quarters of max_connections, so one peer never takes all
+    max_connections_per_peer: int | None = None
+
+    def admission(self) -> Admission:
+        total = self.max_connections if self.max_connections is not None else default_max_connections()
+        per_peer = self.max_connections_per_peer
+        return Admission(total, per_peer if per_peer is not None else max(1, total * 3 // 4))
 
 
 class Handler(Protocol):
@@ -70,10 +91,19 @@ class Handler(Protocol):
 
 
 class GatewayProtocol(asyncio.Protocol):
-    def __init__(self, gateway: Handler, limits: ServerLimits, connections: set[GatewayProtocol]) -> None:
+    def __init__(
+        self,
+        gateway: Handler,
+        limits: ServerLimits,
+        connections: set[GatewayProtocol],
+        admission: Admission | None = None,
+    ) -> None:
         self._gateway = gateway
         self._limits = limits
         self._connections = connections
+        self._admission = admission if admission is not None else limits.admission()
+        self._verdict: Verdict | None = None
+        self._trusted = False  # one of its requests got a 2xx: the idle timer is idle_timeout, not auth_timeout
         self._parser = RequestParser(limits.http)
         self._transport: asyncio.Transport | None = None
         self._task: asyncio.Task[None] | None = None
@@ -86,9 +116,15 @@ class GatewayProtocol(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
+        self._verdict = self._admission.admit(transport.get_extra_info("peername"))
+        if not self._verdict.admitted:
+            body = self._gateway.error_body("", 503, "overloaded", f"too many connections: {self._verdict.reason}")
+            transport.write(encode_response(503, body, keep_alive=False))
+            transport.close()
+            return
         self._transport = transport
         self._connections.add(self)
-        self._arm(self._limits.idle_timeout)
+        self._arm(self._limits.auth_timeout)
 
     def data_received(self, data: bytes) -> None:
         self._parser.receive_data(data)
@@ -111,6 +147,9 @@ class GatewayProtocol(asyncio.Protocol):
         return True  # keep the transport open until our answer is written
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._verdict is not None:
+            self._admission.release(self._verdict)
+            self._verdict = None
         self._connections.discard(self)
         self._disarm()
         if self._task is not None and not self._task.done():
@@ -156,9 +195,10 @@ class GatewayProtocol(asyncio.Protocol):
         transport = self._transport
         if transport is None:
             return
+        keep_alive = request.keep_alive and reply.status != 401  # a wrong key does not get to keep the connection
         if reply.live is not None:
             try:
-                await self._write_live(transport, reply, request.keep_alive)
+                await self._write_live(transport, reply, keep_alive)
             except asyncio.CancelledError:
                 self._task = None
                 self._close()
@@ -169,16 +209,17 @@ class GatewayProtocol(asyncio.Protocol):
                 self._close()
                 return
         else:
-            self._write(transport, reply, request.keep_alive)
+            self._write(transport, reply, keep_alive)
         self._task = None
-        if not request.keep_alive:
+        self._trusted = self._trusted or 200 <= reply.status < 300
+        if not keep_alive:
             self._close()
             return
         if self._parser.peer_closed:
             self._close()
             return
         transport.resume_reading()
-        self._arm(self._limits.idle_timeout)
+        self._arm(self._limits.idle_timeout if self._trusted else self._limits.auth_timeout)
         if self._parser.buffered:
             self._reading_request = True
             self._arm(self._limits.request_timeout)
@@ -250,12 +291,14 @@ class GatewayServer:
         self._unix: asyncio.Server | None = None
         self._unix_path: Path | None = None
         self._connections: set[GatewayProtocol] = set()
+        self.admission = limits.admission()
 
     def _protocol(self) -> GatewayProtocol:
-        return GatewayProtocol(self.gateway, self.limits, self._connections)
+        return GatewayProtocol(self.gateway, self.limits, self._connections, self.admission)
 
     async def start(self, host: str, port: int) -> tuple[str, int]:
         loop = asyncio.get_running_loop()
+        quiet_accept_errors()
         self._server = await loop.create_server(self._protocol, host, port, backlog=1024)
         sockname = self._server.sockets[0].getsockname()
         return str(sockname[0]), int(sockname[1])

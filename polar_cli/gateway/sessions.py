@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs
@@ -46,9 +46,22 @@ PROTECTED_FIELDS = frozenset(
 
 
 @dataclass(slots=True)
+class SeqCounter:
+    """The seqs of one session id's calls, shared by every key open for that id: seqs never repeat in its file."""
+
+    next: int = 0
+
+    def take(self) -> int:
+        seq = self.next
+        self.next += 1
+        return seq
+
+
+@dataclass(slots=True)
 class Session:
     id: str
     calls: int = 0
+    seqs: SeqCounter = field(default_factory=SeqCounter)
     # what the gateway remembers of the session's answers (`reasoning`, `continuation`)
     reasoning: ReasoningMemory = field(default_factory=ReasoningMemory)
     turns: deque[SampledTurn] = field(default_factory=lambda: deque(maxlen=TURNS_KEPT))
@@ -56,19 +69,33 @@ class Session:
     sampling: Mapping[str, Any] | None = None
     # False: this session's calls are always rendered by the server, even on a gateway in token-in mode
     token_in: bool = True
+    # the most tokens the model may sample over the session's calls, and those sampled so far (`gateway.budget`)
+    token_budget: int | None = None
+    sampled: int = 0
 
     def next_seq(self) -> int:
-        seq = self.calls
         self.calls += 1
-        return seq
+        return self.seqs.take()
 
 
 class SessionRegistry:
-    """Maps session keys to sessions. Unknown keys are refused unless ``allow_unknown`` (then one session per key)."""
+    """Maps session keys to sessions. Unknown keys are refused unless ``allow_unknown`` (then one session per key).
 
-    def __init__(self, *, allow_unknown: bool = False) -> None:
+    ``first_seq(session_id)`` says where a session's call numbers start (`capture.store.next_seq`: one past the
+    last in its capture file), so a gateway restarted mid-session with the same key goes on numbering instead of
+    writing seq 0, 1... again; keys open for one session id share their numbering.
+    """
+
+    def __init__(self, *, allow_unknown: bool = False, first_seq: Callable[[str], int] | None = None) -> None:
         self.allow_unknown = allow_unknown
+        self.first_seq = first_seq
         self._by_key: dict[str, Session] = {}
+
+    def _new(self, session_id: str, **fields: Any) -> Session:
+        shared = next((s.seqs for s in self._by_key.values() if s.id == session_id), None)
+        if shared is None:
+            shared = SeqCounter(self.first_seq(session_id) if self.first_seq is not None else 0)
+        return Session(session_id, seqs=shared, **fields)
 
     def open(
         self,
@@ -77,6 +104,7 @@ class SessionRegistry:
         *,
         sampling: Mapping[str, Any] | None = None,
         token_in: bool = True,
+        token_budget: int | None = None,
     ) -> str:
         """Register a session and return the key its harness must send as its API key.
 
@@ -89,7 +117,8 @@ class SessionRegistry:
                 raise ValueError(f"session sampling may not set {', '.join(refused)}: the gateway owns them")
             sampling = dict(sampling)
         key = key or f"sk-polar-{secrets.token_urlsafe(24)}"
-        self._by_key[key] = Session(session_id, sampling=sampling or None, token_in=token_in)
+        self._by_key[key] = self._new(session_id, sampling=sampling or None, token_in=token_in)
+        self._by_key[key].token_budget = token_budget
         return key
 
     def close(self, key: str) -> Session | None:
@@ -105,7 +134,7 @@ class SessionRegistry:
         if not self.allow_unknown:
             raise AuthError("unknown session key")
         # the key itself is a secret of the caller's: name the session by a digest, never by the key
-        session = self._by_key[key] = Session(f"key-{hashlib.sha256(key.encode()).hexdigest()[:16]}")
+        session = self._by_key[key] = self._new(f"key-{hashlib.sha256(key.encode()).hexdigest()[:16]}")
         return session
 
 

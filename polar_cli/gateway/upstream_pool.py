@@ -52,6 +52,8 @@ class Worker:
     failures: int = 0
     # the monotonic time of its last failed call, None while its last call succeeded
     failed_at: float | None = None
+    # taken out of rotation (a weight load failed on it: `retire`): no session is placed on it again
+    retired: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,10 +139,19 @@ class UpstreamPool:
             for w in self.workers
         }
 
+    def retire(self, url: str, reason: str) -> None:
+        """Take the worker at ``url`` out of rotation: its sessions move to the others at their next call."""
+        for worker in self.workers:
+            if worker.url == url:
+                worker.retired = reason
+
     def _worker(self, session: str | None) -> Worker:
         if session is None:
             return self._place()
         worker = self._bound.get(session)
+        if worker is not None and worker.retired is not None:
+            self.forget(session)
+            worker = None
         if worker is None:
             worker = self._bound[session] = self._place()
             worker.sessions += 1
@@ -150,8 +161,9 @@ class UpstreamPool:
     def _place(self) -> Worker:
         """The least-loaded worker among those fit for new work (all of them when none is)."""
         now = self._clock()
-        fit = [w for w in self.workers if w.failed_at is None or now - w.failed_at >= self.retry_after]
-        return min(fit or self.workers, key=lambda w: (w.in_flight, w.sessions, w.index))
+        live = [w for w in self.workers if w.retired is None] or self.workers
+        fit = [w for w in live if w.failed_at is None or now - w.failed_at >= self.retry_after]
+        return min(fit or live, key=lambda w: (w.in_flight, w.sessions, w.index))
 
     # -- calls -------------------------------------------------------------------------------------------------------
 

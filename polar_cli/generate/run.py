@@ -26,6 +26,7 @@ from typing import Any
 from polar_cli.cluster.fleet import ClusterError
 from polar_cli.config import Recipe
 from polar_cli.corpus.writer import finalize_parquet
+from polar_cli.dirlock import directory_lock
 from polar_cli.errors import ConfigError, DiskFull, PolarError
 from polar_cli.generate.progress import Progress
 from polar_cli.generate.rows import SessionFacts, build_row
@@ -33,7 +34,9 @@ from polar_cli.generate.stages import GenerateStages, SessionPlan, plan_sessions
 from polar_cli.generate.state import CORPUS, RunState, Verdict
 from polar_cli.generate.summary import summarize, write_summary
 from polar_cli.generate.watches import Requeue, detection_window, docker_watch, engine_watch
+from polar_cli.harbor.tasks import HarborTask, is_task_source, load_tasks
 from polar_cli.inference.engines import EngineHandle, open_engine
+from polar_cli.metrics.generate import Hooks, attach_hooks
 from polar_cli.node.gateway import NodeGateway
 from polar_cli.node.health import DependencyLost, Outages, Watch
 from polar_cli.node.pools import Job, PoolLimits, StagePools, Timings
@@ -55,9 +58,24 @@ class Outcome:
 
 
 def select_instances(recipe: Recipe) -> list[Instance]:
+    return select_tasks(recipe)[0]
+
+
+def select_tasks(recipe: Recipe) -> tuple[list[Instance], dict[str, HarborTask]]:
+    """The selected instances, and the Harbor task of each that is one (a manifest source that is a folder of Harbor
+    tasks: each task an `Instance` whose image is its own, `harbor.images`)."""
     m = recipe.manifest
+    harbor: dict[str, HarborTask] = {}
+    if is_task_source(m.source):
+        from polar_cli.harbor.images import base_tag, task_image
+
+        base = base_tag()
+        harbor = {t.name: t for t in load_tasks(m.source)}
+        rows = [t.instance(task_image(t, recipe.harbor.base_images, base).tag) for t in harbor.values()]
+    else:
+        rows = load_manifest(m.source)
     chosen = select(
-        load_manifest(m.source),
+        rows,
         instance_ids=m.instance_ids,
         repos=m.repos,
         limit=m.limit,
@@ -65,11 +83,11 @@ def select_instances(recipe: Recipe) -> list[Instance]:
     )
     if not chosen:
         raise ConfigError(f"manifest {m.source}: no instance selected")
-    return chosen
+    return chosen, {i.instance_id: harbor[i.instance_id] for i in chosen if i.instance_id in harbor}
 
 
 def prepare_images(
-    recipe: Recipe, instances: list[Instance], runtime: Runtime
+    recipe: Recipe, instances: list[Instance], runtime: Runtime, harbor: dict[str, HarborTask] | None = None
 ) -> tuple[dict[str, str | None], dict[str, str]]:
     """(harness -> bundle to mount or None, instance_id -> image), building or pulling what is missing."""
     from polar_cli.harness.session import mount_bundle
@@ -77,6 +95,11 @@ def prepare_images(
 
     build = recipe.runtime.build_images
     bundles = {a.name: mount_bundle(runtime, a, build=build, log=log.info) for a in recipe.adapters()}
+    if harbor:
+        from polar_cli.harbor.images import ensure_task_images
+
+        tasks = list(harbor.values())
+        return bundles, ensure_task_images(tasks, recipe.harbor.base_images, runtime, build=build, log=log.info)
     images = {i.instance_id: instance_image(i, recipe.manifest.image_template) for i in instances}
     if build and any(i.build is not None for i in instances):
         build_instance_images(recipe.manifest.source, runtime, log=log.info)
@@ -145,6 +168,8 @@ class Generation:
         self.progress = progress
         self.requeue: Requeue | None = None
         self.pools: StagePools[SessionPlan, Any, SessionFacts] | None = None
+        # told of each finished session after its rows are written (metrics, the live report: `metrics.generate`)
+        self.listeners: list[Callable[[str, dict[str, Any]], None]] = []
 
     def on_result(self, job: Job[SessionPlan], facts: SessionFacts, timings: Timings) -> None:
         timing = timings.to_dict()
@@ -152,6 +177,8 @@ class Generation:
         kind, row = build_row(facts, timing)
         self.state.record(Verdict(kind, row))
         self.progress.session_done(kind, row)
+        for listener in self.listeners:
+            listener(kind, row)
         if self.requeue is None or self.pools is None:
             return
         if self.requeue.finished(job, kind):
@@ -197,6 +224,7 @@ async def run_pools(
                 gate=outages.open,
                 hold=requeue.hold,
                 fatal=(DiskFull,),
+                failed=stages.failed,
             )
             outages.on_open = node.kick
             generation.requeue, generation.pools = requeue, node
@@ -205,7 +233,7 @@ async def run_pools(
             watching = watches(engine, recipe, out, runtime, outages, node)
             if not watching:  # nothing watched (a scripted engine, a runtime without a ping): no outage can come
                 requeue.window = 0.0
-            await run_watched(node.run(Job(p.key, p, recipe.timeouts.session) for p in plans), watching)
+            await run_watched(node.run(Job(p.key, p, p.session_timeout(recipe)) for p in plans), watching)
         finally:
             await gateway.stop()
     finally:
@@ -252,15 +280,24 @@ def generate(
     *,
     live: bool = True,
     runtime_factory: Callable[[], Runtime] | None = None,
+    report_every: int = 0,
 ) -> Outcome:
     """Run (or resume) ``recipe`` in ``out``; returns the summary. ConfigError / RuntimeFailure / UpstreamError
-    escape before any session started."""
+    escape before any session started; `DirectoryBusy` when another process runs in ``out`` (`dirlock`)."""
+    with directory_lock(out, "run directory"):
+        return _generate(recipe, out, live=live, runtime_factory=runtime_factory, report_every=report_every)
+
+
+def _generate(
+    recipe: Recipe, out: Path, *, live: bool, runtime_factory: Callable[[], Runtime] | None, report_every: int
+) -> Outcome:
     state = RunState(out, recipe, fsync=recipe.output.fsync)
     interrupted = False
     lost: DependencyLost | DiskFull | ClusterError | None = None
     engine_info: dict[str, Any] = {"kind": recipe.engine.kind, "model": previous_model(out, recipe)}
     plans: list[SessionPlan] = []
     started = time.monotonic()
+    hooks: Hooks | None = None
     with run_logging(out, verbose=not live):
         if state.recovered:
             log.info("recovered %d row(s) written just before the previous run was killed", state.recovered)
@@ -269,8 +306,10 @@ def generate(
         docker_pool = ThreadPoolExecutor(c.init + c.run + c.postrun + 2, thread_name_prefix="polar-node")
         engine_pool = ThreadPoolExecutor(2, thread_name_prefix="polar-engine")
         try:
-            instances = select_instances(recipe)
+            instances, harbor = select_tasks(recipe)
             adapters = recipe.adapters()
+            if recipe.cluster.enabled and harbor:
+                raise ConfigError("Harbor tasks run on one machine for now (cluster.ray.address is set)")
             if recipe.cluster.enabled:
                 # the driver needs no Docker: every node prepares its own images, bundles and engine
                 from polar_cli.swe.images import instance_image
@@ -288,8 +327,10 @@ def generate(
                 if swept:
                     log.info("removed %d container(s) left behind by a dead run", swept)
                 check_preflight(recipe, out, instances, runtime)
-                bundles, images = prepare_images(recipe, instances, runtime)
-            plans = plan_sessions(instances, adapters, recipe.attempts, lambda i: images[i.instance_id], bundles)
+                bundles, images = prepare_images(recipe, instances, runtime, harbor)
+            plans = plan_sessions(
+                instances, adapters, recipe.attempts, lambda i: images[i.instance_id], bundles, harbor=harbor
+            )
             todo = [p for p in plans if p.key not in state.finished]
             accepted_before = sum(bool(e["accepted"]) for e in state.finished.values())
             progress = Progress(len(plans), len(plans) - len(todo), accepted_before)
@@ -297,6 +338,8 @@ def generate(
                 "%d session(s) planned, %d finished before, %d to run", len(plans), len(plans) - len(todo), len(todo)
             )
             generation = Generation(state, progress)
+            hooks = attach_hooks(recipe, out, progress, report_every)
+            generation.listeners.append(hooks.on_result)
             if recipe.cluster.enabled:
                 from polar_cli.cluster.generate import run_on_cluster
 
@@ -343,6 +386,8 @@ def generate(
             write_summary(out, summary)
         except OSError as exc:  # a full disk: the summary is derived from state.jsonl, the next run writes it
             log.error("writing summary.json failed: %s", exc)
+        if hooks is not None:  # the last report (after the summary), the metrics port closed
+            hooks.close()
     if lost is not None:
         raise lost
     return Outcome(summary, interrupted)

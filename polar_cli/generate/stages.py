@@ -6,6 +6,10 @@ Unix socket and finds the relay, `SessionSpec.gateway_only`). RUN runs the harne
 harness's logs, removes the container, closes the session, reads its capture records back, builds its trajectories,
 grades the patch in a fresh container and writes the evaluation's whole logs into the run directory
 (`session_logs`). The row itself is written by the caller (`run.Generation`), once the timings are final.
+
+A Harbor task (`polar_cli.harbor`) runs the same way with its own parts: its instruction.md byte for byte, its
+image's workdir, task.toml's agent timeout and resources, the gold engine told its oracle; in POSTRUN, before the
+container is removed, the agent's changes are taken and then its tests copied in and run there (`harbor.verify`).
 """
 
 from __future__ import annotations
@@ -16,16 +20,20 @@ import secrets
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from polar_cli.capture import CaptureRecord
 from polar_cli.config import Recipe
-from polar_cli.generate.rows import SessionFacts
+from polar_cli.egress.sessions import EgressRows, SessionEgress
+from polar_cli.generate.rows import SessionFacts, tests_verdict
 from polar_cli.generate.session_logs import run_logs, write_session_logs
+from polar_cli.harbor.tasks import HarborTask
+from polar_cli.harbor.verify import Verdict as HarborVerdict
 from polar_cli.harness.base import HarnessAdapter, Wiring
-from polar_cli.harness.session import HarnessRun, Prepared, SessionSpec
+from polar_cli.harness.session import Collected, HarnessRun, Prepared, SessionSpec
 from polar_cli.inference.gold import Task
+from polar_cli.judge.client import RECORD_NAME, Judge, JudgeError
 from polar_cli.node.gateway import NodeGateway
 from polar_cli.node.pools import Job, RunEnd, Timings
 from polar_cli.node.session_steps import SessionSteps, in_thread
@@ -35,6 +43,8 @@ from polar_cli.swe.manifest import Instance
 from polar_cli.trajectory import Build, per_request, prefix_merging
 
 log = logging.getLogger("polar.generate")
+# seconds a Harbor task's session gets beyond its agent timeout, for INIT (container start, git, harness config)
+HARBOR_INIT_ALLOWANCE = 120.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +58,19 @@ class SessionPlan:
     image: str
     # what the runtime mounts for the harness's bundle (`session.mount_bundle`); None: nothing
     bundle: str | None
+    # the Harbor task this instance is (None: a SWE instance)
+    harbor: HarborTask | None = None
+
+    def session_timeout(self, recipe: Recipe) -> float:
+        """The session's time limit: the recipe's, raised to fit a Harbor task's own agent timeout (plus INIT's)."""
+        agent = self.harbor.agent_timeout if self.harbor is not None else None
+        return max(recipe.timeouts.session, agent + HARBOR_INIT_ALLOWANCE) if agent else recipe.timeouts.session
+
+    def agent_timeout(self, recipe: Recipe) -> float | None:
+        """The harness's time limit: a Harbor task's ``[agent].timeout_sec``, else the recipe's."""
+        if self.harbor is not None and self.harbor.agent_timeout:
+            return self.harbor.agent_timeout
+        return recipe.timeouts.agent
 
     def new_session_id(self) -> str:
         # unique per try: a resumed run must never append to the capture file of an interrupted try
@@ -91,20 +114,27 @@ class GenerateStages:
         # runtime.network gateway-only: the gateway's socket directory and the relay's bundle, found on first need
         self._sandbox: tuple[str, str] | None = None
         self._sandbox_lock = asyncio.Lock()
+        # runtime.egress: each session's egress proxy socket and its log (`egress.sessions`); a task's own allowed
+        # hosts go to `SessionEgress.open`
+        self.egress = SessionEgress(recipe.runtime.egress.allowlist())
+        # the recipe's judge (docs/judge.md): scores sessions in POSTRUN, its calls never through the gateway
+        self.judge = Judge.open(recipe.judge, gateway.engine.upstream, self.model) if recipe.judge else None
 
     async def init(self, job: Job[SessionPlan], deadline: float) -> PooledSession:
         plan = job.payload
         if self.on_init is not None:
             self.on_init(job.key)
         session_id = plan.new_session_id()
-        task = Task(plan.instance.instance_id, plan.instance.patch, self.recipe.runtime.workdir)
+        task = self._task(plan)
         key = self.gateway.open_session(session_id, task)
         try:
             sandbox = await self._gateway_only() if self.recipe.runtime.network == GATEWAY_ONLY else None
-            spec = self._spec(plan, session_id, sandbox)
+            hosts = plan.harbor.allowed_hosts if plan.harbor is not None else ()
+            spec = await self.egress.open(self._spec(plan, session_id, sandbox), hosts)
             prepared = await self.steps.prepare(spec, Wiring(self.gateway.url, key))
         except BaseException:
             self.gateway.close_session(key)
+            await self.egress.close(session_id)
             raise
         return PooledSession(session_id, key, prepared)
 
@@ -118,25 +148,38 @@ class GenerateStages:
                 self._sandbox = (str(socket_dir), relay)
             return self._sandbox
 
+    def _task(self, plan: SessionPlan) -> Task:
+        """What the scripted engines know: the reference patch, or a Harbor task's oracle."""
+        if plan.harbor is not None:
+            from polar_cli.harbor.verify import oracle_command
+
+            command = oracle_command(plan.harbor) if plan.harbor.has_oracle else None
+            return Task(plan.instance.instance_id, "", plan.harbor.workdir, command)
+        return Task(plan.instance.instance_id, plan.instance.patch, self.recipe.runtime.workdir)
+
     def _spec(self, plan: SessionPlan, session_id: str, sandbox: tuple[str, str] | None = None) -> SessionSpec:
         r = self.recipe.runtime
+        harbor = plan.harbor
+        memory_mb = harbor.memory_mb if harbor is not None and harbor.memory_mb else r.memory_mb
         return SessionSpec(
             session_id=session_id,
             harness=plan.harness,
             image=plan.image,
-            instruction=self._instruction(plan.instance),
+            instruction=harbor.instruction if harbor is not None else self._instruction(plan.instance),
             bundle=plan.bundle,
             base_commit=plan.instance.base_commit or None,
-            workdir=r.workdir,
-            timeout=self.recipe.timeouts.session,
+            workdir=harbor.workdir if harbor is not None else r.workdir,
+            timeout=plan.session_timeout(self.recipe),
             network=r.network,
             gateway_socket=sandbox[0] if sandbox else None,
             relay=sandbox[1] if sandbox else None,
-            cpus=r.cpus,
-            memory_bytes=r.memory_mb * 1024 * 1024 if r.memory_mb else None,
+            cpus=harbor.cpus if harbor is not None and harbor.cpus else r.cpus,
+            memory_bytes=memory_mb * 1024 * 1024 if memory_mb else None,
             output_limit=r.output_limit_mb * 1024 * 1024 if r.output_limit_mb else None,
             labels={"polar.key": plan.key},
-            strip_history=r.strip_history,
+            # a Harbor task's workdir is no repository of its own: git is set up there only to take the agent's changes
+            strip_history=r.strip_history and harbor is None,
+            sandbox=r.sandbox(),
         )
 
     def _instruction(self, instance: Instance) -> str:
@@ -148,11 +191,12 @@ class GenerateStages:
         )
 
     async def run(self, job: Job[SessionPlan], session: PooledSession, deadline: float) -> HarnessRun:
-        return await self.steps.run(session.prepared, deadline, self.recipe.timeouts.agent)
+        return await self.steps.run(session.prepared, deadline, job.payload.agent_timeout(self.recipe))
 
     async def discard(self, job: Job[SessionPlan], session: PooledSession) -> None:
         self.gateway.close_session(session.key)
         await self.steps.discard(session.prepared)
+        await self.egress.close(session.session_id)
 
     async def postrun(
         self, job: Job[SessionPlan], session: PooledSession | None, end: RunEnd, timings: Timings
@@ -162,20 +206,34 @@ class GenerateStages:
         collected = None
         records: list[CaptureRecord] = []
         session_id = session.session_id if session is not None else ""
+        egress: EgressRows | None = None
+        verdict: Verdict | None = None
+        eval_seconds = 0.0
         if session is not None:
             artifacts = self.run_dir / "artifacts" / session_id if self.recipe.output.keep_artifacts else None
+            if plan.harbor is not None and harness_run is not None:
+                start = time.monotonic()
+                verdict = await self._verify(plan.harbor, session)
+                eval_seconds = time.monotonic() - start
             collected, records = await self.steps.conclude(
                 self.gateway, session.key, session.prepared, artifacts, harness_run
             )
+            egress = await self.egress.close(session_id, artifacts)
+            if verdict is not None and verdict.patch is not None and not collected.error:
+                collected = Collected(verdict.patch, collected.artifacts)
         build = await in_thread(self.executor, lambda: self._build(records))
-        evaluation, eval_seconds, log_path = None, 0.0, None
-        if collected is not None and not collected.error and harness_run is not None:
+        evaluation, log_path = None, None
+        if verdict is not None and collected is not None and not collected.error:
+            graded_verdict = verdict.result.evaluation
+            evaluation = graded_verdict
+            log_path = await in_thread(self.executor, lambda: self._write_logs(graded_verdict, session_id))
+        elif plan.harbor is None and collected is not None and not collected.error and harness_run is not None:
             start = time.monotonic()
             evaluation = await in_thread(self.executor, lambda: self._evaluate(plan, collected.patch))
             eval_seconds = time.monotonic() - start
             graded = evaluation
             log_path = await in_thread(self.executor, lambda: self._write_logs(graded, session_id))
-        return SessionFacts(
+        facts = SessionFacts(
             key=plan.key,
             session_id=session_id,
             instance=plan.instance,
@@ -191,6 +249,54 @@ class GenerateStages:
             eval_seconds=eval_seconds,
             eval_log_path=log_path,
             stripped=session.prepared.stripped if session is not None else None,
+            egress=egress,
+            task_kind="harbor" if plan.harbor is not None else "swe",
+            rewards=verdict.result.rewards if verdict is not None else None,
+            reward=verdict.result.reward if verdict is not None else None,
+        )
+        return await self._judged(facts)
+
+    async def _verify(self, task: HarborTask, session: PooledSession) -> Verdict:
+        """A Harbor task's POSTRUN before the container goes: the agent's changes, then its tests run there."""
+        return await in_thread(self.executor, lambda: harbor_verify(session.prepared, task, self.model, self.recipe))
+
+    async def _judged(self, facts: SessionFacts) -> SessionFacts:
+        """The judge's scores for a session its policy wants judged; a judge fault is the session's machinery error
+        (``judge_error``, retried), never a reward of 0. Its calls go to ``artifacts/<session>/judge.jsonl``."""
+        kind, _status, reason = tests_verdict(facts)
+        if self.judge is None or not facts.session_id or not self.judge.policy.wants(kind, reason):
+            return facts
+        name = f"artifacts/{facts.session_id}/{RECORD_NAME}"
+        try:
+            result = await self.judge.score(facts.build.traces, facts.records, self.run_dir / name, name)
+        except JudgeError as exc:
+            log.warning("session %s: the judge failed: %s", facts.session_id, exc)
+            return replace(facts, judge_error=str(exc))
+        return replace(facts, judge=result)
+
+    def failed(
+        self, job: Job[SessionPlan], session: PooledSession | None, end: RunEnd, timings: Timings, failure: str
+    ) -> SessionFacts:
+        """The facts of a session whose POSTRUN or row writing raised (`node.pools` Rule 5): a ``postrun_error`` row,
+        which the next run (or the outage rules) retries, its reason naming the stage and the exception."""
+        plan = job.payload
+        if end.reason != "ok":  # what ended the session before, kept in the reason
+            failure = f"{failure} (after {end.reason}: {end.error})"
+        harness_run = end.value if isinstance(end.value, HarnessRun) else None
+        return SessionFacts(
+            key=plan.key,
+            session_id=session.session_id if session is not None else "",
+            instance=plan.instance,
+            harness=plan.harness.name,
+            attempt=plan.attempt,
+            model=self.model,
+            end=RunEnd("ok", harness_run),  # so that the row's status is POSTRUN_ERROR, whatever RUN said
+            harness_run=harness_run,
+            collected=Collected("", (), error=failure),
+            records=[],
+            build=per_request([]),
+            evaluation=None,
+            task_kind="harbor" if plan.harbor is not None else "swe",
         )
 
     def _write_logs(self, evaluation: Evaluation, session_id: str) -> str | None:
@@ -214,18 +320,50 @@ class GenerateStages:
         return run_job(self.runtime, EvalJob(plan.instance, patch, options, self.model))
 
 
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """A Harbor session's verification: the verifier's result, and the agent's changes taken before it ran (None:
+    they could not be; `steps.conclude` then tries again and says why)."""
+
+    result: HarborVerdict
+    patch: str | None
+
+
+def harbor_verify(prepared: Prepared, task: HarborTask, model: str, recipe: Recipe) -> Verdict:
+    """The agent's changes as a patch (taken before the tests run, so their files are no part of it), then the
+    task's verifier in the same container (`harbor.verify`); a runtime failure is an evaluation error."""
+    from polar_cli.harbor.verify import error_verdict, verify
+    from polar_cli.harness.collect import collect_patch
+
+    try:
+        patch: str | None = collect_patch(
+            prepared.container, prepared.spec.workdir, prepared.base_commit, prepared.launch.droppings
+        )
+    except Exception:
+        patch = None
+    try:
+        result = verify(prepared.container, task, model, recipe.harbor.reward_threshold)
+    except Exception as exc:
+        result = error_verdict(task, model, f"running the verifier failed: {exc or type(exc).__name__}")
+    return Verdict(result, patch)
+
+
 def plan_sessions(
     instances: list[Instance],
     harnesses: list[HarnessAdapter],
     attempts: int,
     image_of: Callable[[Instance], str],
     bundles: Mapping[str, str | None],
+    harbor: Mapping[str, HarborTask] | None = None,
 ) -> list[SessionPlan]:
     """Every (instance, harness, attempt), attempt-major: an interrupted run has covered instances evenly."""
     from polar_cli.generate.state import session_key
 
+    tasks = harbor or {}
     return [
-        SessionPlan(session_key(i.instance_id, h.name, a), i, h, a, image_of(i), bundles[h.name])
+        SessionPlan(
+            session_key(i.instance_id, h.name, a), i, h, a, image_of(i), bundles[h.name], tasks.get(i.instance_id)
+        )
         for a in range(1, attempts + 1)
         for i in instances
         for h in harnesses

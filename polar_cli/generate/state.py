@@ -18,6 +18,9 @@ The protocol (one writer, the node's event loop thread):
 - Rule 3: a kill between the row and its state line leaves that row as the last line of its file; opening the run
   adds the missing state line from the row itself. So every row written before the kill is kept, and its session is
   never run again (no duplicates).
+- Rule 4: an accepted or rejected session is one row per trace (`rows.segment_rows`), all written in one write(2);
+  each row says ``trace_index`` of ``trace_count``. A kill that tore the group leaves a last row whose index is not
+  the last: opening the run cuts the group's rows off, and the session runs again (never half a session).
 
 A resumed run skips every key in the state file. The state file is small (no token arrays), so resuming a run with a
 large corpus never reads the corpus.
@@ -37,6 +40,7 @@ import orjson
 from polar_cli.config import Recipe, recipe_yaml
 from polar_cli.corpus.writer import JsonlAppender, read_jsonl
 from polar_cli.errors import ConfigError, DiskFull
+from polar_cli.generate.rows import segment_rows
 
 STATE = "state.jsonl"
 CORPUS = "corpus.jsonl"
@@ -63,6 +67,8 @@ def state_entry(row: Mapping[str, Any], segment: int, t: float) -> dict[str, Any
         "t": t,
         "instance_id": row["instance_id"],
         "repo": row["repo"],
+        # swe or harbor (rows written before Harbor tasks carry none: swe)
+        "task_kind": row.get("task_kind") or "swe",
         "harness": row["harness"],
         "attempt": row["attempt"],
         "accepted": bool(row["accepted"]),
@@ -89,6 +95,8 @@ MERGE_COUNTS = (
     "turns_drifted",
     "drift_tokens",
     "token_in_calls",
+    "compactions",
+    "subagents",
 )
 _MERGE = (*MERGE_COUNTS, "split_counts")
 
@@ -186,26 +194,33 @@ class RunState:
             )
 
     def _recover(self) -> int:
-        """Rule 3: state lines for rows written just before a kill. Returns how many were added."""
+        """Rule 3: state lines for rows written just before a kill (Rule 4: a session whose segment rows a kill
+        tore is cut back off, and runs again). Returns how many state lines were added."""
         added = 0
         for appender in (self.corpus, self.rejects):
             row = last_row(appender.path)
-            if row is not None and row.get("key") not in self.finished:
-                when = float(row.get("finished_at") or time.time())
-                entry = state_entry(row, int(row.get("segment") or 0), when)
-                self.state.append(entry)
-                self.finished[entry["key"]] = entry
-                added += 1
+            if row is None or row.get("key") in self.finished:
+                continue
+            index, count = int(row.get("trace_index") or 0), int(row.get("trace_count") or 0)
+            if index < count - 1:
+                appender.drop_last(index + 1)
+                continue
+            when = float(row.get("finished_at") or time.time())
+            entry = state_entry(row, int(row.get("segment") or 0), when)
+            self.state.append(entry)
+            self.finished[entry["key"]] = entry
+            added += 1
         return added
 
     def record(self, verdict: Verdict) -> None:
-        """Rule 1: the row, then (for finished sessions) its state line."""
+        """Rule 1: the rows (one per trace, in one write: `rows.segment_rows`), then for finished sessions its state
+        line. An error keeps one row per session: it is not training data, and the next run tries it again."""
         row = {**verdict.row, "segment": self.segment, "finished_at": time.time()}
         if verdict.kind == "error":
             self.errors.append(row)
             self.errors_this_segment += 1
             return
-        (self.corpus if verdict.kind == "accepted" else self.rejects).append(row)
+        (self.corpus if verdict.kind == "accepted" else self.rejects).append_many(segment_rows(row))
         entry = state_entry(row, self.segment, row["finished_at"])
         self.state.append(entry)
         self.finished[entry["key"]] = entry

@@ -10,11 +10,14 @@ from polar_cli.harness import (
     codex,
     gemini_cli,
     hermes,
+    kilo,
     mini_swe_agent,
+    openclaw,
     opencode,
     openhands,
     pi,
     qwen_code,
+    terminus2,
 )
 from polar_cli.harness.base import HarnessAdapter, Launch, Wiring
 
@@ -23,6 +26,7 @@ ADAPTERS: dict[str, HarnessAdapter] = {
 }
 ADAPTERS.update({a.name: a for a in (mini_swe_agent.ADAPTER, aider.ADAPTER, hermes.ADAPTER)})
 ADAPTERS.update({a.name: a for a in (opencode.ADAPTER, cline.ADAPTER, openhands.ADAPTER)})
+ADAPTERS.update({a.name: a for a in (openclaw.ADAPTER, kilo.ADAPTER, terminus2.ADAPTER)})
 # the names people type
 ALIASES = {
     "claude": "claude-code",
@@ -35,6 +39,10 @@ ALIASES = {
     "opencode-ai": "opencode",
     "openhands-sdk": "openhands",
     "openhands-tools": "openhands",
+    "kilocode": "kilo",
+    "@kilocode/cli": "kilo",
+    "terminus2": "terminus-2",
+    "terminus": "terminus-2",
 }
 
 

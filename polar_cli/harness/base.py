@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from polar_cli.errors import ConfigError
+from polar_cli.harness.recovery import Recovery
 from polar_cli.translate.codec import ApiName
 
 BUNDLE_ROOT = "/opt/polar/harness"
@@ -72,6 +73,8 @@ class HarnessAdapter:
     quirks: tuple[str, ...] = ()
     # None: its own bundle, harness_images/<name> (`session.mount_bundle`); a custom harness names another
     bundle_ref: BundleRef | None = None
+    # how it exits after an error it recovered from (`recovery.py`); None: every non-zero exit is a harness error
+    recovery: Recovery | None = None
 
     @property
     def bundle_dir(self) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from polar_cli.harness import quirks
 from polar_cli.harness.base import HOME, HarnessAdapter, Launch, Wiring, base_env, json_file
+from polar_cli.harness.recovery import Recovery, json_error_events
 
 NAME = "opencode"
 BUNDLE = f"/opt/polar/harness/{NAME}"
@@ -75,6 +76,15 @@ def build(instruction: str, wiring: Wiring, workdir: str) -> Launch:
     )
 
 
+# opencode exits 1 when a call of its session failed, also one it compacted past and finished after
+RECOVERY = Recovery(exit_codes=frozenset({1}), other_errors=json_error_events)
+
 ADAPTER = HarnessAdapter(
-    name=NAME, package="opencode-ai", shell_tool="bash", build=build, api="openai_chat", quirks=quirks.OPENCODE
+    name=NAME,
+    package="opencode-ai",
+    shell_tool="bash",
+    build=build,
+    api="openai_chat",
+    quirks=quirks.OPENCODE,
+    recovery=RECOVERY,
 )

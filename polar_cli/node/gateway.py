@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from polar_cli.capture import CaptureRecord, CaptureWriter, read_session_views
-from polar_cli.capture.store import session_file
+from polar_cli.capture.store import next_seq, session_file
 from polar_cli.gateway.handler import Gateway
 from polar_cli.gateway.pause import ModelCallGate
 from polar_cli.gateway.server import GatewayServer
@@ -40,7 +40,7 @@ class NodeGateway:
         self.engine = engine
         self.host = host
         self._public_url = url
-        self.sessions = SessionRegistry()
+        self.sessions = SessionRegistry(first_seq=lambda sid: next_seq(session_file(capture_dir, sid)))
         self.capture = CaptureWriter(capture_dir)
         self.gateway = gateway = Gateway(
             upstream=engine.upstream,
@@ -87,13 +87,15 @@ class NodeGateway:
         *,
         sampling: Mapping[str, Any] | None = None,
         token_in: bool = True,
+        token_budget: int | None = None,
     ) -> str:
         """Register a session; returns the key its harness sends as its API key. Call on the event loop.
 
         ``sampling`` replaces the harness's sampling fields in the session's upstream calls (`gateway.sessions`);
-        ``token_in`` False has a token-in gateway render this session's calls (a rollout task that turned it off).
+        ``token_in`` False has a token-in gateway render this session's calls (a rollout task that turned it off);
+        ``token_budget`` bounds the tokens sampled over all its calls (`gateway.budget`).
         """
-        key = self.sessions.open(session_id, sampling=sampling, token_in=token_in)
+        key = self.sessions.open(session_id, sampling=sampling, token_in=token_in, token_budget=token_budget)
         if self.engine.scripted is not None and task is not None:
             self.engine.scripted.bind(session_id, task)
         return key
@@ -114,7 +116,7 @@ class NodeGateway:
 
     def records(self, session_id: str) -> list[CaptureRecord]:
         """A closed session's capture records, read back exactly (call from a worker thread)."""
-        self.flush()
+        self.capture.flush(session_id)
         path = session_file(self.capture.capture_dir, session_id)
         return read_session_views(path) if path.exists() else []
 

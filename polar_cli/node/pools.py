@@ -20,6 +20,10 @@ Cancelling `StagePools.run` (Ctrl-C) cancels every stage task and hands initiali
 
 An outage (`node.health`) closes the ``gate``, and ``hold`` keeps the run from ending while errors just written
 may yet turn out to be an outage's: while it is closed no INIT starts and READY feeds no RUN slot.
+Rule 5, no session is lost after RUN: a POSTRUN that raises or runs past ``postrun_timeout``, or a result callback
+that raises, gives the session the error result ``failed`` makes, naming the stage and the exception (a generate
+error row, retried; a serve error, retried then masked). An exception in ``fatal`` (a full disk) stops the run.
+
 `StagePools.abort` ends the sessions in RUN (and, with ``ready``, those waiting in READY) with reason ``run_error``
 and sends them through POSTRUN, so they are rows (errors) and free their slots; `StagePools.requeue` puts a job back
 at the head of the queue, to be run again once the gate opens.
@@ -28,10 +32,11 @@ at the head of the queue, to be run again once the gate opens.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
@@ -42,6 +47,8 @@ S = TypeVar("S")  # what INIT made ready: a pooled session (a started container 
 O = TypeVar("O")  # noqa: E741
 O_co = TypeVar("O_co", covariant=True)
 EndReason = Literal["ok", "timeout", "init_error", "run_error"]
+# what the pools tell a stage failure by: "POSTRUN raised ValueError: ...", "the result callback raised ..."
+FailureReason = str
 Clock = Callable[[], float]
 
 
@@ -143,16 +150,23 @@ class StagePools(Generic[T, S, O]):
         *,
         on_change: Callable[[Snapshot], None] | None = None,
         clock: Clock = time.monotonic,
+        deadline_clock: Clock | None = None,
         run_grace: float = 30.0,
         gate: Callable[[], bool] | None = None,
         hold: Callable[[], bool] | None = None,
         fatal: tuple[type[BaseException], ...] = (),
+        failed: Callable[[Job[T], S | None, RunEnd, Timings, FailureReason], O] | None = None,
+        postrun_timeout: float | None = None,
     ) -> None:
         self.stages = stages
         self.limits = limits
         self.on_result = on_result
         self.on_change = on_change
         self.clock = clock
+        # the clock session deadlines run on (default ``clock``): one that stops while the gateway is paused for a
+        # weight sync credits the pause to every session's timeout (`gateway.pause.ModelCallGate.credited_clock`)
+        self.deadline_clock = deadline_clock or clock
+        self._follow = deadline_clock is not None
         self.run_grace = run_grace
         self.gate = gate or (lambda: True)
         # while True, the run does not end even with nothing left to do (errors that an outage may yet explain)
@@ -160,6 +174,10 @@ class StagePools(Generic[T, S, O]):
         # exceptions of POSTRUN (or of ``on_result``) that stop the whole run (a full disk): `run` raises the first
         self.fatal = fatal
         self._fatal: BaseException | None = None
+        # Rule 5: a session whose POSTRUN or result callback raised (or whose POSTRUN ran past ``postrun_timeout``)
+        # still gets a result, ``failed``'s error naming the stage and the exception; None: it is only logged
+        self.failed_result = failed
+        self.postrun_timeout = postrun_timeout
         self._retry: deque[Job[T]] = deque()
         self._in_run: dict[int, _InFlight[T, S]] = {}
         self._jobs: Iterator[Job[T]] = iter(())
@@ -311,12 +329,33 @@ class StagePools(Generic[T, S, O]):
         task.add_done_callback(self._tasks.discard)
         return task
 
+    @contextlib.asynccontextmanager
+    async def _until(self, deadline: float) -> AsyncIterator[None]:
+        """`asyncio.timeout` at ``deadline`` on the deadline clock, which may stand still (re-aimed each second)."""
+        loop = asyncio.get_running_loop()
+        async with asyncio.timeout(max(0.0, deadline - self.deadline_clock())) as scope:
+            if not self._follow:
+                yield
+                return
+
+            async def follow() -> None:
+                while not scope.expired():
+                    await asyncio.sleep(1.0)
+                    if not scope.expired():
+                        scope.reschedule(loop.time() + max(0.0, deadline - self.deadline_clock()))
+
+            watcher = loop.create_task(follow())
+            try:
+                yield
+            finally:
+                watcher.cancel()
+
     async def _init_stage(self, s: _InFlight[T, S]) -> None:
         s.started = s.mark = self.clock()
-        s.deadline = s.started + s.job.timeout
+        s.deadline = self.deadline_clock() + s.job.timeout
         self._initialising.append(s)
         try:
-            async with asyncio.timeout(s.job.timeout):
+            async with self._until(s.deadline):
                 s.session = await self.stages.init(s.job, s.deadline)
             self._held[id(s)] = s
             if s.aborted is not None:  # `cancel` while it was in INIT: straight to POSTRUN
@@ -339,11 +378,11 @@ class StagePools(Generic[T, S, O]):
         s.timings.ready_wait, s.mark = now - s.mark, now
         self._in_run[id(s)] = s
         try:
-            left = s.deadline - now
+            left = s.deadline - self.deadline_clock()
             if left <= 0:
                 s.end = RunEnd("timeout", error="the session timeout passed while it waited in READY")
             else:
-                async with asyncio.timeout(left + self.run_grace):
+                async with self._until(s.deadline + self.run_grace):
                     value = await self.stages.run(s.job, s.session, s.deadline)  # type: ignore[arg-type]
                 s.end = RunEnd("ok", value)
         except TimeoutError:
@@ -367,27 +406,63 @@ class StagePools(Generic[T, S, O]):
         self._advance()
 
     async def _postrun(self, s: _InFlight[T, S]) -> None:
-        s.mark = self.clock()
-        assert s.end is not None
         try:
-            result = await self.stages.postrun(s.job, s.session, s.end, s.timings)
-            self._held.pop(id(s), None)
-            s.timings.postrun = self.clock() - s.mark
-            self.finished += 1
-            self.on_result(s.job, result, s.timings)
-        except Exception as exc:
-            self._held.pop(id(s), None)
-            self.failed += 1
-            if isinstance(exc, self.fatal):
-                log.error("session %s: POSTRUN failed, the run stops: %s", s.job.key, exc)
-                if self._fatal is None and self._idle is not None:
-                    self._fatal = exc
-                    self._idle.set()
-            else:
-                log.exception("session %s: POSTRUN failed", s.job.key)
+            await self._postrun_stage(s)
         finally:
             self._post -= 1
-        self._advance()
+        self._advance()  # not on cancellation: `_cancel_all` starts nothing new
+
+    async def _postrun_stage(self, s: _InFlight[T, S]) -> None:
+        s.mark = self.clock()
+        assert s.end is not None
+        failure: FailureReason | None = None
+        try:
+            async with asyncio.timeout(self.postrun_timeout):
+                result = await self.stages.postrun(s.job, s.session, s.end, s.timings)
+        except TimeoutError:
+            failure = f"POSTRUN did not finish within {self.postrun_timeout:g} s"
+        except Exception as exc:
+            if isinstance(exc, self.fatal):
+                self._held.pop(id(s), None)
+                self._stop(s, "POSTRUN", exc)
+                return
+            log.exception("session %s: POSTRUN failed", s.job.key)
+            failure = f"POSTRUN raised {_described(exc)}"
+        # cancelled (Ctrl-C): the session stays held, for `_cancel_all` to discard
+        self._held.pop(id(s), None)
+        s.timings.postrun = self.clock() - s.mark
+        if failure is not None:
+            if self.failed_result is None:
+                self.failed += 1
+                return
+            result = self.failed_result(s.job, s.session, s.end, s.timings, failure)
+        self._deliver(s, result)
+
+    def _deliver(self, s: _InFlight[T, S], result: O) -> None:
+        """Hand ``result`` to ``on_result``; one that raises gets the session's error result instead (Rule 5)."""
+        assert s.end is not None
+        for last in (False, True):
+            try:
+                self.on_result(s.job, result, s.timings)
+                self.finished += 1
+                return
+            except Exception as exc:
+                if isinstance(exc, self.fatal):
+                    self._stop(s, "its result callback", exc)
+                    return
+                log.exception("session %s: the result callback failed", s.job.key)
+                if last or self.failed_result is None:
+                    self.failed += 1
+                    return
+                failure = f"the result callback raised {_described(exc)}"
+                result = self.failed_result(s.job, s.session, s.end, s.timings, failure)
+
+    def _stop(self, s: _InFlight[T, S], where: str, exc: BaseException) -> None:
+        self.failed += 1
+        log.error("session %s: %s failed, the run stops: %s", s.job.key, where, exc)
+        if self._fatal is None and self._idle is not None:
+            self._fatal = exc
+            self._idle.set()
 
     async def _cancel_all(self) -> None:
         tasks = list(self._tasks)
@@ -407,3 +482,8 @@ class StagePools(Generic[T, S, O]):
     def occupancy(self, elapsed: float) -> float:
         """Mean fraction of RUN slots busy over ``elapsed`` seconds."""
         return self.busy_seconds / (self.limits.run * elapsed) if elapsed > 0 else 0.0
+
+
+def _described(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -60,11 +60,17 @@ class SessionSteps:
             self.executor, lambda: session.prepare(self.runtime, spec, wiring), on_abandon=session.discard
         )
 
-    async def run(self, prepared: Prepared, deadline: float, agent_timeout: float | None) -> HarnessRun:
-        """Run the harness until it exits or ``deadline`` (time.monotonic) / ``agent_timeout`` passes."""
-        left = deadline - time.monotonic()
+    async def run(
+        self,
+        prepared: Prepared,
+        deadline: float,
+        agent_timeout: float | None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> HarnessRun:
+        """Run the harness until it exits or ``deadline`` / ``agent_timeout`` passes, both on ``clock``."""
+        left = deadline - clock()
         timeout = min(left, agent_timeout) if agent_timeout else left
-        return await in_thread(self.executor, lambda: session.run(prepared, timeout))
+        return await in_thread(self.executor, lambda: session.run(prepared, timeout, clock))
 
     async def finish(self, prepared: Prepared, artifacts_dir: Path | None, output: bytes | None) -> Collected:
         return await in_thread(self.executor, lambda: session.finish(prepared, artifacts_dir, output))

@@ -7,6 +7,7 @@ the same seam. Nothing outside `polar_cli/runtime/` imports the docker SDK.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -46,6 +47,30 @@ def relay_argv(verb: str = "serve") -> tuple[str, ...]:
     return (RELAY_BIN, verb, str(RELAY_PORT), f"{GATEWAY_SOCKET_DIR}/{GATEWAY_SOCKET_NAME}")
 
 
+# Linux capabilities a session container keeps (every other one is dropped; docs/security.md): the shipped harnesses
+# run as root and work on files other users own (DAC_OVERRIDE, FOWNER, CHOWN, FSETID: git, pip and npm extract and
+# chown), signal what they started and what apt's or a test's other uid started (KILL), and package managers and
+# test suites switch users (SETUID, SETGID: apt's _apt sandbox, `su`); NET_BIND_SERVICE lets a test bind a low port.
+# Dropped from Docker's defaults: NET_RAW (raw sockets, spoofing), MKNOD, AUDIT_WRITE, SYS_CHROOT, SETFCAP, SETPCAP.
+SESSION_CAPABILITIES = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID", "NET_BIND_SERVICE")
+# processes (threads included) a session container may hold: a fork bomb stops there, not at the host's limit
+SESSION_PIDS_LIMIT = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class Sandbox:
+    """What confines a container beyond its network: pids limit, ``no-new-privileges`` (setuid binaries gain
+    nothing), and the capabilities it keeps (None: Docker's defaults; every other capability is dropped)."""
+
+    pids_limit: int | None = SESSION_PIDS_LIMIT
+    no_new_privileges: bool = True
+    capabilities: tuple[str, ...] | None = SESSION_CAPABILITIES
+
+
+# Docker's own defaults: no pids limit, privileges and Docker's capability set (a grading container, as SWE-bench's)
+DOCKER_DEFAULTS = Sandbox(pids_limit=None, no_new_privileges=False, capabilities=None)
+
+
 @dataclass(frozen=True, slots=True)
 class ContainerSpec:
     image: str
@@ -67,6 +92,7 @@ class ContainerSpec:
     workdir: str = "/testbed"
     # an exec whose output (stdout and stderr, kept or not) passes this many bytes is killed; None: no limit
     output_limit: int | None = None
+    sandbox: Sandbox = DOCKER_DEFAULTS
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,8 +122,10 @@ class Container(Protocol):
         workdir: str | None = None,
         stdin: bytes | None = None,
         output_cap: int = 8 * 1024 * 1024,
+        clock: Callable[[], float] = time.monotonic,
     ) -> ExecResult:
-        """Run argv (no shell unless argv asks for one) and wait; kill the process tree at the timeout."""
+        """Run argv (no shell unless argv asks for one) and wait; kill the process tree at the timeout, which runs on
+        ``clock`` (one that stands still while the gateway is paused credits the pause)."""
         ...
 
     def put_files(self, files: Mapping[str, bytes], mode: int = 0o644) -> None:

@@ -23,7 +23,7 @@ import socket
 import tarfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -104,6 +104,7 @@ class DockerContainer:
         workdir: str | None = None,
         stdin: bytes | None = None,
         output_cap: int = 8 * 1024 * 1024,
+        clock: Callable[[], float] = time.monotonic,
     ) -> ExecResult:
         start = time.monotonic()
         token = secrets.token_hex(6)
@@ -123,8 +124,9 @@ class DockerContainer:
         sock = self._api.exec_start(exec_id, socket=True)
         raw = getattr(sock, "_sock", sock)
         output = CappedBuffer(output_cap)
-        deadline = start + timeout
-        ended = _pump(raw, output, deadline, self.output_limit)
+        # ``timeout`` runs on ``clock``: one that stands still while the gateway is paused credits the pause
+        deadline = clock() + timeout
+        ended = _pump(raw, output, deadline, self.output_limit, clock)
         if ended != "eof":
             self._kill(pidfile)
             _pump(raw, output, time.monotonic() + self._runtime.kill_grace)
@@ -207,13 +209,20 @@ class DockerContainer:
         self._runtime.remove(self.id)
 
 
-def _pump(sock: Any, output: CappedBuffer, deadline: float, limit: int | None = None) -> str:
-    """Read frames into output until "eof", the "deadline", or more than ``limit`` bytes in all ("limit")."""
+def _pump(
+    sock: Any,
+    output: CappedBuffer,
+    deadline: float,
+    limit: int | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> str:
+    """Read frames into output until "eof", the "deadline" (on ``clock``), or more than ``limit`` bytes in all
+    ("limit")."""
     decoder = FrameDecoder()
     while True:
         if limit is not None and output.total > limit:
             return "limit"
-        left = deadline - time.monotonic()
+        left = deadline - clock()
         if left <= 0:
             return "deadline"
         sock.settimeout(min(left, 1.0))
@@ -237,6 +246,26 @@ def bind_list(binds: Mapping[str, str]) -> list[str]:
     return [f"{host}:{inside}:ro" for host, inside in binds.items()]
 
 
+def host_config_args(spec: ContainerSpec) -> dict[str, Any]:
+    """The Docker host config of ``spec``'s container: network, mounts, limits and its sandbox (docs/security.md)."""
+    sandbox = spec.sandbox
+    args: dict[str, Any] = {
+        "network_mode": network_mode(spec.network),
+        "volumes_from": [f"{c}:ro" for c in spec.volumes_from],
+        "binds": bind_list(spec.binds) or None,
+        "nano_cpus": int(spec.cpus * 1e9) if spec.cpus else None,
+        "mem_limit": spec.memory_bytes,
+        # no swap beyond the memory limit: a memory hog meets the OOM killer instead of thrashing the host
+        "memswap_limit": spec.memory_bytes,
+        "init": True,  # reaps the zombies a killed harness leaves behind
+        "pids_limit": sandbox.pids_limit,
+        "security_opt": ["no-new-privileges:true"] if sandbox.no_new_privileges else None,
+    }
+    if sandbox.capabilities is not None:
+        args.update(cap_drop=["ALL"], cap_add=list(sandbox.capabilities))
+    return args
+
+
 class DockerRuntime:
     """Starts containers on a docker engine; removes every one of them on `close()` or at interpreter exit."""
 
@@ -253,14 +282,7 @@ class DockerRuntime:
 
         name = f"polar-{spec.role}-{secrets.token_hex(5)}"
         labels = {**spec.labels, MANAGED_LABEL: "1", ROLE_LABEL: spec.role, OWNER_LABEL: self.owner}
-        host_config = self.client.api.create_host_config(
-            network_mode=network_mode(spec.network),
-            volumes_from=[f"{c}:ro" for c in spec.volumes_from],
-            binds=bind_list(spec.binds) or None,
-            nano_cpus=int(spec.cpus * 1e9) if spec.cpus else None,
-            mem_limit=spec.memory_bytes,
-            init=True,  # reaps the zombies a killed harness leaves behind
-        )
+        host_config = self.client.api.create_host_config(**host_config_args(spec))
         try:
             created = self.client.api.create_container(
                 spec.image,

@@ -54,6 +54,9 @@ HARNESSES = (
     "opencode",
     "cline",
     "openhands",
+    "openclaw",
+    "kilo",
+    "terminus-2",
 )
 # each toolchain (its build context under harness_images) -> the build arg naming it in a bundle's Dockerfile
 TOOLCHAIN_ARGS = {"node": "NODE_IMAGE", "python": "PYTHON_IMAGE", "python-trixie": "PYTHON_TRIXIE_IMAGE"}

@@ -6,9 +6,13 @@
     GET    /v1/tasks/{id}/results?wait=S   long-poll: the result once done, or as it stands after S seconds
     DELETE /v1/tasks/{id}                  cancel: queued samples dropped, sessions in flight ended, containers removed
     GET    /v1/tasks/{id}/events           server-sent events of its sessions' state changes (Last-Event-ID resumes)
+    GET    /v1/results?after=N&wait=S      finished tasks across the service, in the order they finished, after
+                                           cursor N (long-poll S seconds for one); ``limit``, ``sessions=0``
+    GET    /v1/engines                     the engines the nodes drive: URL, kind, model, weight version, in rotation
     GET    /v1/status                      pools, queue depths, sessions per state, deliveries
     GET    /health                         200 while the service runs (no token needed)
-    POST   /v1/admin/pause?mode=drain|abort, /v1/admin/resume, /v1/admin/weights {"weight_version"}
+    POST   /v1/admin/pause?mode=drain|abort, /v1/admin/resume
+    POST   /v1/admin/weights {"weight_version", "weights_path"?}: with a path, every engine loads it (`weights`)
 
 Every error has one shape, with the HTTP status: ``{"error": {"status", "type", "message", "field"}}``; a body that
 does not validate is a 400 naming the first bad field (unknown keys included). With a token configured every route
@@ -27,6 +31,7 @@ import orjson
 from pydantic import BaseModel, ValidationError
 
 from polar_cli.gateway.handler import CallState, Reply
+from polar_cli.serve import weights
 from polar_cli.serve.models import PauseRequest, TaskRequest, WeightsRequest
 from polar_cli.serve.service import Conflict, NotFound, Paused, RolloutService
 from polar_cli.serve.tasks import TaskError
@@ -99,6 +104,9 @@ class ServiceApi:
             return Reply(409, error_body(409, "conflict", str(exc)))
         except Paused as exc:
             return Reply(503, error_body(503, "paused", str(exc)))
+        except weights.SyncFailed as exc:
+            body = orjson.loads(error_body(502, "weights_not_loaded", str(exc)))
+            return Reply(502, orjson.dumps(body | {"sync": exc.report}))
 
     def _authorize(self, request: Request) -> None:
         if self.token is None:
@@ -117,7 +125,9 @@ class ServiceApi:
         service = self.service
         match (method, parts):
             case ("POST", ["v1", "tasks"]):
-                created, task = service.submit(_validate(TaskRequest, request.body))
+                task_request = _validate(TaskRequest, request.body)
+                await service.manifests.preload(task_request)  # a large manifest is read off the event loop
+                created, task = service.submit(task_request)
                 payload = service.result(task.record.task_id, sessions=False)
                 payload["created"] = created
                 return _json(202, payload)
@@ -143,6 +153,12 @@ class ServiceApi:
                     raise ApiError(400, "invalid_request", "Last-Event-ID: expected an event number", "after")
                 state.waiting_upstream = True
                 return Reply(200, b"", "text/event-stream", live=self._sse(task_id, int(after)))
+            case ("GET", ["v1", "results"]):
+                return _json(200, await self._finished(query, state))
+            case ("GET", ["v1", "engines"]):
+                engines = getattr(service.node, "engines", None)
+                listed = engines() if engines is not None else []
+                return _json(200, {"engines": listed, "weight_version": service.journal.weight_version})
             case ("GET", ["v1", "status"]):
                 return _json(200, service.status())
             case ("POST", ["v1", "admin", "pause"]):
@@ -153,12 +169,27 @@ class ServiceApi:
             case ("POST", ["v1", "admin", "resume"]):
                 return _json(200, await service.resume())
             case ("POST", ["v1", "admin", "weights"]):
-                return _json(200, await service.set_weights(_validate(WeightsRequest, request.body).weight_version))
-            case (_, ["v1", "tasks"] | ["v1", "tasks", _] | ["v1", "tasks", _, _] | ["v1", "status"]):
+                return _json(200, await weights.sync(service, _validate(WeightsRequest, request.body)))
+            case (
+                _,
+                ["v1", "tasks"] | ["v1", "tasks", _] | ["v1", "tasks", _, _] | ["v1", "status" | "results" | "engines"],
+            ):
                 raise ApiError(405, "method_not_allowed", f"{method} is not allowed on {request.path}")
             case (_, ["v1", "admin", _]):
                 raise ApiError(405, "method_not_allowed", f"{method} is not allowed on {request.path}")
         raise ApiError(404, "not_found", f"no route {method} {request.path}")
+
+    async def _finished(self, query: dict[str, str], state: CallState) -> dict[str, Any]:
+        after, limit = _count(query.get("after", "0"), "after"), _count(query.get("limit", "16"), "limit")
+        if limit < 1:
+            raise ApiError(400, "invalid_request", "limit: at least 1", "limit")
+        sessions = query.get("sessions", "1") not in ("0", "false")
+        state.waiting_upstream = True
+        try:
+            ids, cursor = await self.service.finished.after(after, _seconds(query.get("wait", "0"), "wait"), limit)
+        finally:
+            state.waiting_upstream = False
+        return {"tasks": [self.service.result(t, sessions=sessions) for t in ids], "cursor": cursor}
 
     async def _sse(self, task_id: str, after: int) -> AsyncIterator[bytes]:
         async for event in self.service.events(task_id, after, heartbeat=KEEPALIVE):
@@ -167,6 +198,12 @@ class ServiceApi:
             else:
                 yield b"id: %d\nevent: session\ndata: %s\n\n" % (event["id"], orjson.dumps(event))
         yield b"event: end\ndata: {}\n\n"
+
+
+def _count(text: str, name: str) -> int:
+    if not text.isdigit():
+        raise ApiError(400, "invalid_request", f"{name}: expected a whole number, got {text!r}", name)
+    return int(text)
 
 
 def _seconds(text: str, name: str) -> float:

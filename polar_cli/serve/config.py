@@ -13,7 +13,7 @@ import ipaddress
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
@@ -67,6 +67,11 @@ class ServiceConfig(_Strict):
     fsync: bool = False
     """fsync every journal line (power loss, not just a killed process)."""
     callback: CallbackConfig = Field(default_factory=CallbackConfig)
+    masked_reward: Literal["null", "zero"] = "null"
+    """A masked session's ``reward`` unless a task says (``trainer.masked_reward``): ``null`` or 0.0."""
+    logprobs_mode: Literal["raw_logprobs", "processed_logprobs", "raw_logits", "processed_logits"] | None = None
+    """What the engine's logprobs are (vLLM ``--logprobs-mode``; raw: before temperature and top-p/k), stamped on
+    every trace; None: what the engine reports, else unknown."""
 
 
 class ServeConfig(_Strict):

@@ -4,6 +4,8 @@ agent's, so only the patch counts (`swe.evaluate`).
     swebench           SWE-bench 5.0.2's grading of the instance (FAIL_TO_PASS / PASS_TO_PASS): 1.0 resolved, else 0.0
     command            the task's command after the patch, its log read by a SWE-bench parser: 1.0 when every test
                        in ``expected`` has its expected status, else 0.0 (a test absent from the log has none)
+    harbor             a Harbor task's verifier after the patch (`harbor.verify.verify_patch`): its reward value,
+                       every named value in the report (reward.txt / reward.json as Harbor reads them)
     session_completed  no container: 1.0 when the harness ended normally, else 0.0
 
 An evaluation that could not run (outcome ``error``) is the machinery's fault: the session is an error to retry, never
@@ -17,7 +19,7 @@ from typing import Any
 
 from polar_cli.config import EvalConfig
 from polar_cli.runtime.base import Runtime
-from polar_cli.serve.models import CommandEvaluator, SwebenchEvaluator
+from polar_cli.serve.models import CommandEvaluator, HarborEvaluator, SwebenchEvaluator
 from polar_cli.serve.tasks import TaskPlan
 from polar_cli.swe import grading
 from polar_cli.swe.evaluate import EvalJob, EvalOptions, Evaluation, run_job
@@ -105,4 +107,27 @@ def evaluate(
             "tamper": evaluation.tamper.to_dict() if evaluation.tamper else None,
         }
         return Graded(1.0 if matched else 0.0, report, evaluation)
+    if isinstance(evaluator, HarborEvaluator):
+        return harbor_graded(runtime, plan, evaluator, patch, settings, model)
     return Graded(1.0 if ran_ok else 0.0, {"type": "session_completed", "completed": ran_ok})
+
+
+def harbor_graded(
+    runtime: Runtime, plan: TaskPlan, evaluator: HarborEvaluator, patch: str, settings: EvalConfig, model: str
+) -> Graded:
+    """The Harbor task's verifier on ``patch``; its named rewards in the report."""
+    from polar_cli.harbor.verify import verify_patch
+
+    assert plan.harbor is not None  # the request model refuses harbor without harbor_task
+    verdict = verify_patch(runtime, plan.harbor, plan.image, patch, model, evaluator.reward_threshold)
+    evaluation = verdict.evaluation
+    report = {
+        "type": "harbor",
+        "task_kind": "harbor",
+        "outcome": evaluation.outcome,
+        "resolved": evaluation.resolved,
+        "reason": evaluation.reason,
+        "rewards": dict(verdict.rewards) if verdict.rewards is not None else None,
+        "seconds": round(evaluation.seconds, 3),
+    }
+    return Graded(verdict.reward if verdict.reward is not None else 0.0, report, evaluation)

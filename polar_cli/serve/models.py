@@ -1,8 +1,9 @@
 """What a trainer sends `polar serve`: the TaskRequest, validated with unknown keys refused everywhere.
 
-A task is one prompt for a GRPO group: an instruction in an image, or a SWE-style instance (a whole manifest row, or a
-manifest and an instance id), run ``num_samples`` times as independent sessions. Everything a session needs that the
-task does not say comes from the service's configuration (`serve.config.ServeConfig`).
+A task is one prompt for a GRPO group: an instruction in an image, a SWE-style instance (a whole manifest row, or a
+manifest and an instance id), or a Harbor task folder (``harbor_task``), run ``num_samples`` times as independent
+sessions. Everything a session needs that the task does not say comes from the service's configuration
+(`serve.config.ServeConfig`).
 
 The request is checked twice: by these models (types, ranges, unknown keys; a 400 naming the field), then resolved
 against the service (`serve.tasks.resolve`: the manifest row parsed, the harness known, the evaluator possible for
@@ -20,7 +21,8 @@ from polar_cli.harness.custom import CustomHarnessConfig
 from polar_cli.swe.tamper import TamperMode
 
 # task ids name files in the state directory and appear in URLs: a safe alphabet, no leading dot
-TASK_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}$")
+# fullmatch: `$` would match before a trailing newline (a file `results/t1\n.jsonl`, callbacks never delivered)
+TASK_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}")
 TestStatusName = Literal["PASSED", "FAILED", "SKIPPED", "ERROR"]
 # sampling fields a task may set per sample; the gateway puts them over the harness's own values
 SAMPLING_FIELDS = ("temperature", "top_p", "top_k", "min_p", "max_tokens", "repetition_penalty")
@@ -87,12 +89,22 @@ class CommandEvaluator(_Strict):
     timeout: float | None = Field(default=None, gt=0)
 
 
+class HarborEvaluator(_Strict):
+    type: Literal["harbor"] = "harbor"
+    """A Harbor task's verifier (``harbor_task``'s tests/test.sh) on the agent's patch in a fresh container; the reward
+    is its ``reward`` value (else the mean of its named values), all of them in the report."""
+    reward_threshold: float = 1.0
+    """The report's ``resolved``: the reward is at least this."""
+
+
 class SessionCompletedEvaluator(_Strict):
     type: Literal["session_completed"] = "session_completed"
     """Reward 1.0 when the harness ended normally (exit 0, in time), else 0.0: no tests."""
 
 
-Evaluator = Annotated[SwebenchEvaluator | CommandEvaluator | SessionCompletedEvaluator, Field(discriminator="type")]
+Evaluator = Annotated[
+    SwebenchEvaluator | CommandEvaluator | HarborEvaluator | SessionCompletedEvaluator, Field(discriminator="type")
+]
 
 
 class Sampling(_Strict):
@@ -113,6 +125,19 @@ class Sampling(_Strict):
         return fields
 
 
+class TrainerSpec(_Strict):
+    """How the trainer wants each sample's row (`serve.shaping`)."""
+
+    masked_reward: Literal["null", "zero"] | None = None
+    """A masked session's ``reward``: ``null`` (TRL: no reward, advantage 0) or ``zero`` (None: the service's
+    ``service.masked_reward``)."""
+    rows: Literal["all", "main"] = "all"
+    """``all``: every trace of the sample; ``main``: exactly one, the main trace, with ``env_mask`` (TRL's loss
+    mask)."""
+    on_policy_only: bool = False
+    """Mask samples whose calls saw more than one weight version (``masked_reason: off_policy``)."""
+
+
 class TaskRequest(_Strict):
     """One task: ``num_samples`` sessions of one harness on one prompt, graded by one evaluator."""
 
@@ -123,6 +148,9 @@ class TaskRequest(_Strict):
     {instance_id}, {workdir} (None: the problem statement)."""
     instance: dict[str, Any] | InstanceRef | None = None
     """A manifest row (SWE-Gym / SWE-bench fields), or ``{manifest, instance_id}``."""
+    harbor_task: str | None = Field(default=None, min_length=1)
+    """A Harbor task folder the service can read (`polar_cli.harbor`): its instruction.md, image (built beforehand,
+    e.g. by ``polar validate`` on its folder), workdir, timeouts, resources and verifier."""
     num_samples: int = Field(default=1, ge=1, le=1024)
     """Sessions in the group."""
     harness: str | HarnessSpec
@@ -140,6 +168,11 @@ class TaskRequest(_Strict):
     """Once this many sessions are usable (completed or timed out, not errors), the rest are cut and returned as
     fully masked placeholders, so the group keeps its size."""
     sampling: Sampling = Field(default_factory=Sampling)
+    max_sampled_tokens: int | None = Field(default=None, ge=1)
+    """The most tokens the model may sample over all of a session's calls: each call's ``max_tokens`` is lowered to
+    what is left, and once it is used up the gateway answers further calls with a context-length error in the
+    harness's API (`gateway.budget`); the session's ``stats.token_budget_exhausted`` then says so."""
+    trainer: TrainerSpec = Field(default_factory=TrainerSpec)
     callback_url: str | None = None
     """POSTed the TaskResult once the task is done (at least once, ``Idempotency-Key: <task_id>``)."""
     metadata: dict[str, Any] = Field(default_factory=dict)
@@ -148,7 +181,7 @@ class TaskRequest(_Strict):
     @field_validator("task_id")
     @classmethod
     def _task_id(cls, value: str) -> str:
-        if not TASK_ID.match(value):
+        if not TASK_ID.fullmatch(value):
             raise ValueError("1-128 characters of A-Z a-z 0-9 _ . : -, not starting with . : or -")
         return value
 
@@ -169,10 +202,14 @@ class TaskRequest(_Strict):
 
     @model_validator(mode="after")
     def _prompt(self) -> TaskRequest:
-        if self.instruction is None and self.instance is None:
-            raise ValueError("give instruction or instance")
-        if self.instance is None and self.runtime.image is None:
+        if self.harbor_task is not None and self.instance is not None:
+            raise ValueError("give instance or harbor_task, not both")
+        if self.instruction is None and self.instance is None and self.harbor_task is None:
+            raise ValueError("give instruction, instance or harbor_task")
+        if self.instance is None and self.harbor_task is None and self.runtime.image is None:
             raise ValueError("runtime.image: needed with an instruction and no instance")
+        if self.harbor_task is None and isinstance(self.evaluator, HarborEvaluator):
+            raise ValueError("evaluator: harbor runs a Harbor task's verifier; give harbor_task")
         if self.instance is None and isinstance(self.evaluator, SwebenchEvaluator):
             raise ValueError("evaluator: swebench grades an instance; give instance, or use command/session_completed")
         n = self.early_stop_min_usable_sessions
@@ -183,9 +220,11 @@ class TaskRequest(_Strict):
     def harness_spec(self) -> HarnessSpec:
         return HarnessSpec(name=self.harness) if isinstance(self.harness, str) else self.harness
 
-    def evaluator_spec(self) -> SwebenchEvaluator | CommandEvaluator | SessionCompletedEvaluator:
+    def evaluator_spec(self) -> SwebenchEvaluator | CommandEvaluator | HarborEvaluator | SessionCompletedEvaluator:
         if self.evaluator is not None:
             return self.evaluator
+        if self.harbor_task is not None:
+            return HarborEvaluator()
         return SwebenchEvaluator() if self.instance is not None else SessionCompletedEvaluator()
 
 
@@ -196,3 +235,16 @@ class PauseRequest(_Strict):
 class WeightsRequest(_Strict):
     weight_version: str = Field(min_length=1, max_length=256)
     """Stamped on every capture record and trajectory produced from now on."""
+    weights_path: str | None = Field(default=None, min_length=1)
+    """A checkpoint directory (safetensors in the model's layout) every engine server loads (`serve.weights`); None:
+    the version is only stamped (the trainer loaded the weights itself)."""
+    lora: str | None = Field(default=None, min_length=1)
+    """Load ``weights_path`` as this LoRA adapter, in place (vLLM), instead of full weights."""
+    mode: Literal["drain", "abort"] = "drain"
+    """How the calls in flight end before the load (when the service is not paused already)."""
+    verify: bool = True
+    """Probe each server before and after the load: the probe's log-probabilities must move."""
+    expect_probe: list[float] | None = None
+    """The trainer's own log-probabilities of the probe (`inference.control.PROBE_IDS`, each id after those before
+    it) under the new weights: each server's must match them (``probe_tolerance``), not only move."""
+    probe_tolerance: float = Field(default=0.02, gt=0)

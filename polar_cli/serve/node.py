@@ -57,6 +57,9 @@ class Node(Protocol):
         """The pools' deadline for a session whose own timeout is ``session_timeout``."""
         ...
 
+    # optional: ``deadline_clock() -> float``, the clock session deadlines run on (one that stands still while the
+    # gateway is paused credits the pause to every session's timeout); without it, `time.monotonic`
+
     @property
     def gate(self) -> Gate | None: ...
 
@@ -81,6 +84,7 @@ class LocalNode:
         self._runtime: Any = None
         self._engine: Any = None
         self._gateway: Any = None
+        self._retired: dict[str, str] = {}  # engine URL -> why a weight load took it out of rotation
 
     async def start(self) -> None:
         from polar_cli.harness.session import mount_bundle
@@ -120,6 +124,7 @@ class LocalNode:
             if self.config.builder.eot_token_id is not None
             else self._engine.eot_token_id,
             cancelled=cancelled,
+            egress=self.config.runtime.egress.allowlist(),
         )
 
     @property
@@ -131,6 +136,41 @@ class LocalNode:
 
     def job_timeout(self, session_timeout: float) -> float:
         return session_timeout
+
+    def deadline_clock(self) -> float:
+        """`time.monotonic`, stopped while the gateway is paused (`gateway.pause.ModelCallGate.credited_clock`)."""
+        assert self._gateway is not None, "start the node first"
+        return float(self._gateway.gate.credited_clock())
+
+    def engines(self) -> list[dict[str, Any]]:
+        """Each engine server this node drives: its URL, kind, model, the weight version stamped on its calls, and
+        whether it is in rotation (a failed weight load takes it out, `serve.weights`)."""
+        from polar_cli.inference.control import engine_urls
+
+        if self._engine is None:
+            return []
+        version = self._gateway.gate.weight_version if self._gateway is not None else None
+        return [
+            {"node_id": self.node_id, "url": url, "kind": self.config.engine.kind, "model": self._engine.model}
+            | {"weight_version": version, "in_rotation": url not in self._retired, "retired": self._retired.get(url)}
+            for url in engine_urls(self._engine)
+        ]
+
+    def weight_targets(self) -> Any:
+        """The engine servers in rotation a weight sync loads (`serve.weights.WeightTargets`)."""
+        from polar_cli.inference.control import engine_family, engine_urls
+        from polar_cli.serve.weights import WeightTargets
+
+        if self._engine is None:
+            return None
+        family = engine_family(self.config.engine.kind, self.config.engine.dialect)
+        urls = [u for u in engine_urls(self._engine) if u not in self._retired]
+        return WeightTargets(family, self._engine.model, urls, self._retire)
+
+    def _retire(self, url: str, reason: str) -> None:
+        self._retired[url] = reason
+        if self._engine is not None and self._engine.pool is not None:
+            self._engine.pool.retire(url, reason)
 
     def info(self) -> dict[str, Any]:
         return {

@@ -9,8 +9,9 @@ A session ends in one of four statuses:
 
 The rules (each result says which applied):
 
-- Rule 1: an ``error`` session is fully masked: every ``loss_mask`` entry 0, ``masked: true``, reward 0.0. A fault of
-  the machinery is never a zero reward to learn from.
+- Rule 1: an ``error`` session is fully masked: every ``loss_mask`` entry 0, ``masked: true``, reward ``None`` ("no
+  reward"; `shaping` writes 0.0 where the trainer asked for it). A fault of the machinery is never a zero reward to
+  learn from.
 - Rule 2: a ``timeout`` stays trainable with reward 0.0: running out of budget is the policy's doing.
 - Rule 3: a session cut by early stop becomes a fully masked placeholder (``placeholder: true``, no traces): the
   group keeps its size. A cancelled session is masked the same way.
@@ -26,6 +27,8 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from polar_cli.serve.shaping import ordered_versions
 
 SessionStatus = Literal["completed", "timeout", "error", "cancelled"]
 SESSION_STATUSES: tuple[SessionStatus, ...] = ("completed", "timeout", "error", "cancelled")
@@ -48,6 +51,8 @@ class SessionOutput:
     timings: Mapping[str, float] = field(default_factory=dict)
     weight_versions: Sequence[str] = ()
     stats: Mapping[str, Any] = field(default_factory=dict)
+    # the session's egress proxy log (`egress.EgressLog.to_rows`); None: the service allows no host
+    egress: Sequence[Mapping[str, Any]] | None = None
 
 
 def _masked(trace: Mapping[str, Any]) -> dict[str, Any]:
@@ -66,7 +71,10 @@ def session_result(
 ) -> dict[str, Any]:
     """The SessionResult of sample ``index`` (Rules 1, 2 and 4)."""
     masked = output.status in ("error", "cancelled")
-    if output.status == "completed":
+    reward: float | None
+    if masked:
+        reward = None
+    elif output.status == "completed":
         reward = float(output.reported_reward or 0.0)
     else:
         reward = 0.0
@@ -86,11 +94,12 @@ def session_result(
         "patch": output.patch,
         "exit_code": output.exit_code,
         "timings": dict(output.timings),
-        "weight_versions": sorted(set(output.weight_versions)),
+        "weight_versions": ordered_versions(output.weight_versions),
         "node_id": node_id,
         "attempts": attempts,
         "seed": seed,
         "stats": dict(output.stats),
+        "egress": [dict(e) for e in output.egress] if output.egress is not None else None,
         "metadata": dict(metadata),
         "finished_at": time.time(),
     }
@@ -107,8 +116,8 @@ def placeholder_result(
 
 
 def usable(result: Mapping[str, Any]) -> bool:
-    """A session a trainer can learn from: completed or timed out (not an error, not cancelled)."""
-    return result["status"] in ("completed", "timeout")
+    """A session a trainer can learn from: completed or timed out (not an error, not cancelled), and not masked."""
+    return result["status"] in ("completed", "timeout") and not result.get("masked")
 
 
 def task_result(

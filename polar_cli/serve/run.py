@@ -1,25 +1,24 @@
 """`polar serve`'s process: the journal, the node, the service and its HTTP API on one event loop, until a signal.
 
-One service per state directory: a lock (``flock`` on STATE_DIR/lock) refuses a second one, which would write the
-same journal. SIGTERM and SIGINT stop it cleanly: the listener closes, sessions in flight are discarded (containers
-removed) and run again by the next start; nothing written is lost, and ``kill -9`` loses nothing either (`journal`).
+One service per state directory: a lock (``flock`` on STATE_DIR/.lock, `dirlock`) refuses a second one, which would
+write the same journal. SIGTERM and SIGINT stop it cleanly: the listener closes, sessions in flight are discarded
+(containers removed) and run again by the next start; nothing written is lost, and ``kill -9`` loses nothing either
+(`journal`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import logging
-import os
 import signal
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO
 
-from polar_cli.errors import ConfigError
+from polar_cli.dirlock import directory_lock
 from polar_cli.gateway.server import GatewayServer, ServerLimits
+from polar_cli.metrics.serve import ServeMetrics, serve_metrics
 from polar_cli.serve.api import ServiceApi
 from polar_cli.serve.config import ServeConfig
 from polar_cli.serve.journal import Journal
@@ -30,22 +29,9 @@ from polar_cli.wire.http11 import Limits
 log = logging.getLogger("polar.serve")
 
 
-@contextlib.contextmanager
-def state_lock(state_dir: Path) -> Iterator[None]:
-    state_dir.mkdir(parents=True, exist_ok=True)
-    fh: IO[str] = (state_dir / "lock").open("a+")
-    try:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise ConfigError(f"state directory {state_dir} is in use by another polar serve") from None
-        fh.seek(0)
-        fh.truncate()
-        fh.write(f"{os.getpid()}\n")
-        fh.flush()
-        yield
-    finally:
-        fh.close()
+def state_lock(state_dir: Path) -> contextlib.AbstractContextManager[None]:
+    """One service per state directory (`dirlock`): a second exits 1 naming the holder's pid."""
+    return directory_lock(state_dir, "state directory")
 
 
 @contextlib.contextmanager
@@ -73,6 +59,8 @@ async def serve(
     *,
     node_factory: Callable[[ServeConfig, Path], Node] = LocalNode,
     announce: Callable[[str], None] = lambda line: print(line, flush=True),
+    metrics_port: int | None = None,
+    metrics_host: str = "127.0.0.1",
 ) -> int:
     """Run until SIGTERM/SIGINT (0) or a fatal fault such as a full disk (1)."""
     config.check_exposure()
@@ -88,8 +76,12 @@ async def serve(
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     server: GatewayServer | None = None
+    metrics: ServeMetrics | None = None
     try:
         await service.start()
+        metrics = serve_metrics(service, metrics_host, metrics_port)
+        if metrics is not None:
+            announce(f"polar serve: metrics on http://{metrics_host}:{metrics.port}/metrics")
         limits = ServerLimits(http=Limits(max_body_bytes=int(config.service.max_body_mb * 1024 * 1024)))
         server = GatewayServer(ServiceApi(service, config.auth_token()), limits)
         host, port = await server.start(config.service.host, config.service.port)
@@ -104,6 +96,8 @@ async def serve(
             loop.remove_signal_handler(sig)
         if server is not None:
             await server.stop()
+        if metrics is not None:
+            metrics.close()
         await service.stop()
     if service.fatal is not None:
         print(f"error: {service.fatal}", file=sys.stderr)

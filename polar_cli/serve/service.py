@@ -18,27 +18,33 @@ holds every model call at the gateway (`gateway.pause`); sessions keep their con
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 import time
 from collections import Counter
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from typing import Any
 
 from polar_cli.errors import DiskFull
 from polar_cli.node.pools import Job, StagePools, Timings
 from polar_cli.serve.callbacks import Deliveries
 from polar_cli.serve.config import ServeConfig
+from polar_cli.serve.finished import FinishedLog
+from polar_cli.serve.held import ObservedStages, ResultCache, TaskState, failed_output, summary
 from polar_cli.serve.journal import Journal, TaskRecord, request_digest
 from polar_cli.serve.models import TaskRequest
 from polar_cli.serve.node import Node
 from polar_cli.serve.queue import SessionQueue
 from polar_cli.serve.results import SessionOutput, placeholder_result, session_result, task_result, usable
+from polar_cli.serve.shaping import shape
 from polar_cli.serve.stages import SessionJob
 from polar_cli.serve.tasks import Manifests, TaskError, TaskPlan, resolve
 
 log = logging.getLogger("polar.serve")
+# seconds a POSTRUN may take beyond the evaluation's own timeout (collect, build, write) before the pools end it as an
+# error (`node.pools` Rule 5): every task completes
+POSTRUN_SLACK = 600.0
 
 
 class Conflict(Exception):
@@ -53,65 +59,20 @@ class Paused(Exception):
     """New work refused while paused (503, ``service.refuse_while_paused``)."""
 
 
-@dataclass(slots=True)
-class TaskState:
-    record: TaskRecord
-    plan: TaskPlan | None
-    results: dict[int, dict[str, Any]] = field(default_factory=dict)
-    attempts: dict[int, int] = field(default_factory=dict)
-    # sample index -> stage it is in (queued, init, ready, running, postrun) while it has no result
-    stages: dict[int, str] = field(default_factory=dict)
-    events: list[dict[str, Any]] = field(default_factory=list)
-    changed: asyncio.Event = field(default_factory=asyncio.Event)
-    cut: str | None = None  # why the samples still open are cut (cancel, early stop)
-
-    @property
-    def request(self) -> dict[str, Any]:
-        return self.record.request
-
-    @property
-    def done(self) -> bool:
-        return self.record.done_at is not None
-
-
-class ObservedStages:
-    """The node's stages, telling the service each session's stage as it enters it (the events stream)."""
-
-    def __init__(self, inner: Any, seen: Any) -> None:
-        self.inner = inner
-        self.seen = seen
-
-    async def init(self, job: Job[SessionJob], deadline: float) -> Any:
-        self.seen(job.payload, "init")
-        session = await self.inner.init(job, deadline)
-        self.seen(job.payload, "ready")
-        return session
-
-    async def run(self, job: Job[SessionJob], session: Any, deadline: float) -> Any:
-        self.seen(job.payload, "running")
-        return await self.inner.run(job, session, deadline)
-
-    async def postrun(self, job: Job[SessionJob], session: Any, end: Any, timings: Timings) -> SessionOutput:
-        self.seen(job.payload, "postrun")
-        output: SessionOutput = await self.inner.postrun(job, session, end, timings)
-        return output
-
-    async def discard(self, job: Job[SessionJob], session: Any) -> None:
-        await self.inner.discard(job, session)
-
-
 class RolloutService:
     def __init__(self, config: ServeConfig, journal: Journal, node: Node) -> None:
         self.config = config
         self.journal = journal
         self.node = node
         self.tasks: dict[str, TaskState] = {}
+        self.cache = ResultCache(journal.results)
         self.queue = SessionQueue()
         self.manifests = Manifests()
         self.offered = config.adapters()
         self.deliveries = Deliveries(config.service.callback, self._journal_delivery)
         self.pools: StagePools[SessionJob, Any, SessionOutput] | None = None
         self.paused: str | None = None
+        self.finished = FinishedLog()
         self.started_at = time.time()
         self._closing = False
         self._runner: asyncio.Task[None] | None = None
@@ -124,18 +85,35 @@ class RolloutService:
         await self.node.start()
         stages = ObservedStages(self.node.stages(self._cut_reason), self._seen)
         self.pools = StagePools(
-            stages, self.node.limits, self._on_result, hold=lambda: not self._closing, fatal=(DiskFull,)
+            stages,
+            self.node.limits,
+            self._on_result,
+            hold=lambda: not self._closing,
+            fatal=(DiskFull,),
+            failed=failed_output,
+            postrun_timeout=self.config.timeouts.eval + POSTRUN_SLACK,
+            deadline_clock=getattr(self.node, "deadline_clock", None),  # pause time credited to deadlines
         )
         self.node.attach(self.pools)
-        self._recover()
+        records = self.journal.replay()
+        await self._preload(records.values())
+        self._recover(records)
         if self.journal.weight_version is not None and self.node.gate is not None:  # the journal's, replayed
             await _maybe(self.node.gate.set_weight_version(self.journal.weight_version))
         self._runner = asyncio.get_running_loop().create_task(self._run())
 
-    def _recover(self) -> None:
-        records = self.journal.replay()
+    async def _preload(self, records: Any) -> None:
+        """Read the manifests the unfinished tasks name off the event loop (`tasks.Manifests`)."""
+        for record in records:
+            if record.done_at is None:
+                with contextlib.suppress(TaskError, ValueError):  # `_recover` says why it can no longer run
+                    await self.manifests.preload(TaskRequest.model_validate(record.request))
+
+    def _recover(self, records: dict[str, TaskRecord]) -> None:
         if self.journal.adopted:
             log.info("adopted %d result(s) written just before the service was killed", self.journal.adopted)
+        for done in sorted((r for r in records.values() if r.done_at is not None), key=lambda r: r.done_at or 0.0):
+            self.finished.add(done.task_id)
         for record in records.values():
             plan = None
             if record.done_at is None:
@@ -143,7 +121,9 @@ class RolloutService:
                     plan = self._plan(TaskRequest.model_validate(record.request))
                 except (TaskError, ValueError) as exc:
                     log.error("task %s can no longer run (%s): its open samples end as errors", record.task_id, exc)
-            task = TaskState(record, plan, results=dict(record.results or {}))
+            results = {i: summary(r) for i, r in (record.results or {}).items()}
+            task = TaskState(record, plan, results=results, loaded=record.done_at is None)
+            record.results = None  # the whole results stay on disk (`held`)
             self.tasks[record.task_id] = task
             if record.done_at is not None:
                 self._deliver(task)
@@ -291,8 +271,26 @@ class RolloutService:
         self._check_done(task)
 
     def _finish(self, task: TaskState, index: int, result: dict[str, Any]) -> None:
-        self.journal.add_result(task.record.task_id, result)
-        task.results[index] = result
+        result = shape(
+            result,
+            task.request.get("trainer"),
+            masked_reward=self.config.service.masked_reward,
+            logprobs_mode=self.config.service.logprobs_mode or self.node.info().get("logprobs_mode"),
+        )
+        try:
+            self.journal.add_result(task.record.task_id, result)
+        except DiskFull:
+            raise  # the service stops (`_run`); the sample runs again after a restart
+        except OSError as exc:  # held in memory instead: the task still completes
+            log.error(
+                "task %s sample %d: journaling its result failed (%s); it is held in memory",
+                task.record.task_id,
+                index,
+                exc,
+            )
+            task.unjournaled[index] = result
+        task.results[index] = summary(result)
+        self.cache.forget(task.record.task_id)
         task.stages.pop(index, None)
         self._event(task, index, result["status"], reward=result["reward"], session_id=result["session_id"])
 
@@ -307,10 +305,19 @@ class RolloutService:
         if task.done or len(task.results) < task.request["num_samples"]:
             return
         state = "cancelled" if task.record.cancelled else "completed"
-        task.record.done_at = self.journal.done(task.record.task_id, state)
-        task.record.state = state
+        failure: OSError | DiskFull | None = None
+        try:
+            done_at = self.journal.done(task.record.task_id, state)
+        except (OSError, DiskFull) as exc:  # done in memory all the same; a restart finds it done again
+            log.error("task %s: journaling that it is done failed: %s", task.record.task_id, exc)
+            done_at, failure = time.time(), exc
+        task.record.done_at, task.record.state = done_at, state
+        task.plan = None  # what only running samples need
         self._event(task, None, "done", outcome=state)
+        self.finished.add(task.record.task_id)
         self._deliver(task)
+        if isinstance(failure, DiskFull):
+            raise failure
 
     def _deliver(self, task: TaskState) -> None:
         url = task.request.get("callback_url")
@@ -330,8 +337,15 @@ class RolloutService:
         record.delivery_error = None if ok else error
 
     def results_of(self, task: TaskState) -> dict[int, dict[str, Any]]:
-        if task.done and len(task.results) < task.request["num_samples"]:
-            task.results = self.journal.results(task.record.task_id)  # replayed done: read on first ask
+        """The task's whole results by sample index, read back from disk (`held`)."""
+        full = self.cache.get(task)
+        if not task.loaded:  # replayed done: its summaries are read on first ask
+            task.results, task.loaded = {i: summary(r) for i, r in full.items()}, True
+        return full
+
+    def summaries_of(self, task: TaskState) -> dict[int, dict[str, Any]]:
+        if not task.loaded:
+            self.results_of(task)
         return task.results
 
     def state_of(self, task: TaskState) -> str:
@@ -347,7 +361,7 @@ class RolloutService:
             task_id,
             self.state_of(task),
             task.request["num_samples"],
-            self.results_of(task) if sessions or task.done else task.results,
+            self.results_of(task) if sessions else self.summaries_of(task),
             metadata=task.request.get("metadata") or {},
             submitted_at=task.record.submitted_at,
             finished_at=task.record.done_at,

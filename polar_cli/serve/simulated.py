@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,15 +39,25 @@ class SimulatedGate:
         self.pauses = 0
         self._open = asyncio.Event()
         self._open.set()
+        self._paused_total, self._paused_since = 0.0, 0.0
 
     async def pause(self, mode: Any, timeout: float | None = None) -> int:
+        if self.paused is None:
+            self._paused_since = time.monotonic()
         self.paused, self.pauses = str(mode), self.pauses + 1
         self._open.clear()
         return 0
 
     def resume(self) -> None:
+        if self.paused is not None:
+            self._paused_total += time.monotonic() - self._paused_since
         self.paused = None
         self._open.set()
+
+    def credited_clock(self) -> float:
+        """As the real gate's: `time.monotonic` stopped while paused."""
+        now = time.monotonic()
+        return now - self._paused_total - (now - self._paused_since if self.paused is not None else 0.0)
 
     async def wait_open(self) -> None:
         await self._open.wait()
@@ -64,6 +76,8 @@ class SimulatedStages:
         self.cancelled = cancelled
         self.started: list[str] = []  # job keys in the order INIT took them
         self.failures: dict[str, int] = {}
+        self.run_versions: dict[str, str | None] = {}  # the weight version when each session's run began
+        self.clock: Callable[[], float] = time.monotonic  # the pools' deadline clock, once attached
 
     async def init(self, job: Job[SessionJob], deadline: float) -> str:
         self.started.append(job.key)
@@ -72,17 +86,25 @@ class SimulatedStages:
 
     async def run(self, job: Job[SessionJob], session: str, deadline: float) -> str:
         await self.gate.wait_open()
+        self.run_versions[job.key] = self.gate.weight_version
+        clock = self.clock
         if job.payload.task_id in self.sim.timeouts:  # the harness is killed at its deadline, as a real one is
-            await asyncio.sleep(max(0.0, deadline - asyncio.get_running_loop().time()))
+            while clock() < deadline:
+                await asyncio.sleep(min(0.05, max(0.0, deadline - clock())))
             return "timeout"
-        await asyncio.sleep(self.sim.run)
-        return "ok"
+        # half the work, a model call (held while the gate is closed), the other half; past the deadline: killed
+        await asyncio.sleep(self.sim.run / 2)
+        await self.gate.wait_open()
+        await asyncio.sleep(self.sim.run / 2)
+        return "timeout" if clock() > deadline else "ok"
 
     async def postrun(self, job: Job[SessionJob], session: str | None, end: RunEnd, timings: Timings) -> SessionOutput:
         await asyncio.sleep(self.sim.postrun)
         sj = job.payload
         session_id = f"{sj.task_id}.{sj.index}.{sj.attempt}.sim"
-        weights = [self.gate.weight_version] if self.gate.weight_version else []
+        # a sample saw the version its run began under and the one current at its end (a sync may fall between)
+        seen = (self.run_versions.pop(job.key, None), self.gate.weight_version)
+        weights = list(dict.fromkeys(v for v in seen if v))
         if self.cancelled(sj) is not None:
             return SessionOutput(session_id, "cancelled", reason=f"cancelled: {self.cancelled(sj)}")
         if end.reason == "timeout" or end.value == "timeout":
@@ -158,10 +180,20 @@ class SimulatedNode:
         return self._gate
 
     def attach(self, pools: Any) -> None:
-        return None
+        if self.last is not None:  # the deadlines the stages are handed run on the pools' clock
+            self.last.clock = pools.deadline_clock
 
     def job_timeout(self, session_timeout: float) -> float:
         return session_timeout
 
+    def deadline_clock(self) -> float:
+        return self._gate.credited_clock()
+
     def info(self) -> dict[str, Any]:
         return {"node_id": self.node_id, "engine": "simulated"}
+
+    def engines(self) -> list[dict[str, Any]]:
+        url, version = "sim://engine-0", self._gate.weight_version
+        return [
+            {"node_id": self.node_id, "url": url, "kind": "simulated", "weight_version": version, "in_rotation": True}
+        ]

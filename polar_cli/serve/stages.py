@@ -22,6 +22,9 @@ from typing import Any
 
 from polar_cli.capture import CaptureRecord
 from polar_cli.config import EvalConfig
+from polar_cli.egress.policy import Allowlist
+from polar_cli.egress.sessions import EgressRows, SessionEgress
+from polar_cli.gateway.budget import BUDGET_KIND
 from polar_cli.generate.rows import INFRA, SessionFacts, status_of, verdict
 from polar_cli.generate.session_logs import log_excerpt, run_logs, write_session_logs
 from polar_cli.harness.base import Wiring
@@ -103,6 +106,7 @@ class ServeStages:
         name: str,
         eot_token_id: int | None,
         cancelled: Callable[[SessionJob], str | None],
+        egress: Allowlist | None = None,
     ) -> None:
         self.runtime = runtime
         self.steps = steps
@@ -120,6 +124,8 @@ class ServeStages:
         self._images: set[str] = set()
         self._lock = asyncio.Lock()
         self._sandbox: tuple[str, str] | None = None
+        # the service's runtime.egress (a task cannot add hosts): gateway-only sessions' proxy sockets and logs
+        self.egress = SessionEgress(egress)
 
     # ---- what INIT needs once per harness / image -----------------------------------------------------------------
 
@@ -144,6 +150,11 @@ class ServeStages:
         buildable = self.build_images and plan.instance is not None and plan.instance.build is not None
 
         def ready() -> None:
+            if plan.harbor is not None and self.build_images:  # a Harbor task's image, built as generate builds it
+                from polar_cli.harbor.config import DEFAULT_BASE_IMAGES
+                from polar_cli.harbor.images import ensure_task_images
+
+                ensure_task_images([plan.harbor], DEFAULT_BASE_IMAGES, self.runtime, log=log.info)
             if buildable and isinstance(ref, InstanceRef) and not self.runtime.image_exists(plan.image):
                 build_instance_images(ref.manifest, self.runtime, log=log.info)
             ensure_image(self.runtime, plan.image)
@@ -171,8 +182,19 @@ class ServeStages:
         await self.image(plan)
         session_id = sj.new_session_id()
         gold = Task(plan.instance.instance_id, plan.instance.patch, plan.workdir) if plan.instance else None
+        if plan.harbor is not None:  # the gold engine runs a Harbor task's oracle (`harbor.verify.oracle_command`)
+            from polar_cli.harbor.verify import oracle_command
+
+            command = oracle_command(plan.harbor) if plan.harbor.has_oracle else None
+            gold = Task(plan.harbor.name, "", plan.workdir, command)
         sampling = plan.request.sampling.for_sample(sj.index)
-        key = self.gateway.open_session(session_id, gold, sampling=sampling or None, token_in=plan.token_in)
+        key = self.gateway.open_session(
+            session_id,
+            gold,
+            sampling=sampling or None,
+            token_in=plan.token_in,
+            token_budget=plan.request.max_sampled_tokens,
+        )
         try:
             sandbox = await self.sandbox() if plan.network == GATEWAY_ONLY else None
             spec = SessionSpec(
@@ -191,20 +213,27 @@ class ServeStages:
                 memory_bytes=plan.memory_mb * 1024 * 1024 if plan.memory_mb else None,
                 output_limit=plan.output_limit_mb * 1024 * 1024 if plan.output_limit_mb else None,
                 labels={"polar.task": plan.task_id, "polar.key": sj.key},
+                sandbox=plan.sandbox,
             )
+            if plan.network == GATEWAY_ONLY:
+                spec = await self.egress.open(spec)
             model = plan.request.harness_spec().model
             prepared = await self.steps.prepare(spec, Wiring(self.gateway.url, key, model))
         except BaseException:
             self.gateway.close_session(key)
+            await self.egress.close(session_id)
             raise
         return ServeSession(session_id, key, prepared)
 
     async def run(self, job: Job[SessionJob], session: ServeSession, deadline: float) -> HarnessRun:
-        return await self.steps.run(session.prepared, deadline, job.payload.plan.agent_timeout)
+        # the deadline is on the gate's credited clock (the pools' too): time paused for a weight sync is not counted
+        clock = self.gateway.gate.credited_clock
+        return await self.steps.run(session.prepared, deadline, job.payload.plan.agent_timeout, clock)
 
     async def discard(self, job: Job[SessionJob], session: ServeSession) -> None:
         self.gateway.close_session(session.key)
         await self.steps.discard(session.prepared)
+        await self.egress.close(session.session_id)
 
     async def postrun(
         self, job: Job[SessionJob], session: ServeSession | None, end: RunEnd, timings: Timings
@@ -215,11 +244,13 @@ class ServeStages:
         collected = None
         records: list[CaptureRecord] = []
         session_id = session.session_id if session is not None else ""
+        egress: EgressRows | None = None
         if session is not None:
             artifacts = self.state_dir / "artifacts" / session_id
             collected, records = await self.steps.conclude(
                 self.gateway, session.key, session.prepared, artifacts, harness_run
             )
+            egress = await self.egress.close(session_id, artifacts)
         build = await in_thread(self.executor, lambda: self._build(plan, records))
         cancelled = self.cancelled(sj)
         graded: Graded | None = None
@@ -259,6 +290,10 @@ class ServeStages:
             kind, reason = "completed", f"{status.lower()}: {detail}"
         else:
             kind, reason = "completed", _why_not_rewarded(facts, graded)
+        if any(r.error_kind == BUDGET_KIND for r in records):
+            reason = f"token_budget: the session used up its {plan.request.max_sampled_tokens} sampled tokens" + (
+                f"; {reason}" if reason else ""
+            )
         report = dict(graded.report) if graded is not None else None
         if report is not None and graded is not None and graded.evaluation is not None:
             report["log_path"] = log_path
@@ -269,7 +304,14 @@ class ServeStages:
             reason=reason,
             reported_reward=graded.reward if graded is not None else None,
             report=report,
-            traces=[{**t.to_row(), "weight_versions": weight_versions(records, t.seqs)} for t in build.traces],
+            traces=[
+                {
+                    **t.to_row(),
+                    "lineage": t.metadata.get("lineage"),
+                    "weight_versions": weight_versions(records, t.seqs),
+                }
+                for t in build.traces
+            ],
             patch=collected.patch if collected is not None else "",
             exit_code=harness_run.exit_code if harness_run is not None else None,
             timings={
@@ -277,6 +319,7 @@ class ServeStages:
                 "eval": round(graded.evaluation.seconds, 3) if graded and graded.evaluation else 0.0,
             },
             weight_versions=weight_versions(records),
+            egress=egress,
             stats=_stats(records, build),
         )
 
@@ -323,4 +366,7 @@ def _stats(records: Sequence[CaptureRecord], build: Build) -> dict[str, Any]:
         "traces": len(build.traces),
         "token_in_calls": sum(r.prompt_mode == "token_in" for r in ok),
         "merge_rate": merge.get("merge_rate"),
+        "compactions": merge.get("compactions", 0),
+        "subagents": merge.get("subagents", 0),
+        "token_budget_exhausted": any(r.error_kind == BUDGET_KIND for r in records),
     }

@@ -6,23 +6,32 @@ that does not parse, an instance the manifest lacks) and again when the journal 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from polar_cli.errors import ConfigError, PolarError
+from polar_cli.harbor.tasks import HarborTask
 from polar_cli.harness.base import HarnessAdapter
 from polar_cli.harness.custom import check_custom_names, custom_adapter
+from polar_cli.runtime.base import Sandbox
 from polar_cli.serve.config import ServeConfig
 from polar_cli.serve.models import (
     CommandEvaluator,
+    HarborEvaluator,
     InstanceRef,
     SessionCompletedEvaluator,
     SwebenchEvaluator,
     TaskRequest,
 )
 from polar_cli.swe.manifest import Instance, load_manifest, parse_row
+
+T = TypeVar("T")
 
 
 class TaskError(PolarError):
@@ -45,7 +54,7 @@ class TaskPlan:
     workdir: str
     timeout: float
     agent_timeout: float | None
-    evaluator: SwebenchEvaluator | CommandEvaluator | SessionCompletedEvaluator
+    evaluator: SwebenchEvaluator | CommandEvaluator | HarborEvaluator | SessionCompletedEvaluator
     strategy: str
     drift: str
     token_in: bool
@@ -53,6 +62,14 @@ class TaskPlan:
     cpus: float | None
     memory_mb: int | None
     output_limit_mb: int | None
+    # the service's, never a task's: a trainer cannot loosen the sandbox (docs/security.md)
+    sandbox: Sandbox
+    # the Harbor task (``harbor_task``); None: an instruction or an instance
+    harbor: HarborTask | None = None
+
+    @property
+    def task_kind(self) -> str:
+        return "harbor" if self.harbor is not None else "swe"
 
     @property
     def task_id(self) -> str:
@@ -60,31 +77,74 @@ class TaskPlan:
 
 
 class Manifests:
-    """Manifests read once per file version (path, mtime): a trainer names the same manifest in every task."""
+    """Manifests read once per file version (path, mtime): a trainer names the same manifest in every task.
 
-    def __init__(self) -> None:
-        self._cache: dict[tuple[str, float], dict[str, Instance]] = {}
+    A manifest can be large (a 99 MB file takes seconds to parse): the service reads it off the event loop
+    (`preload`, in a worker thread) before `resolve` looks an instance up. At most ``versions`` manifests are kept (the
+    least recently used goes first), and a file's older versions go as soon as a newer one is read.
+    """
+
+    def __init__(self, versions: int = 4) -> None:
+        self.versions = versions
+        self._cache: OrderedDict[tuple[str, float], dict[str, Instance]] = OrderedDict()
         self._lock = threading.Lock()
+        self._loading: dict[tuple[str, float], asyncio.Future[None]] = {}
 
-    def instance(self, ref: InstanceRef) -> Instance:
-        path = Path(ref.manifest)
-        try:
-            key = (str(path.resolve()), os.stat(path).st_mtime)
-        except OSError:
-            key = (ref.manifest, 0.0)  # a datasets name, or a file that is not there: load_manifest says which
+    async def preload(self, request: TaskRequest) -> None:
+        """Read the manifest ``request`` names, if any, in a worker thread (a read already under way is shared);
+        what fails is left for `resolve` to report."""
+        ref = request.instance
+        if not isinstance(ref, InstanceRef):
+            return
+        key = _version(ref.manifest)
+        with self._lock:
+            if key in self._cache:
+                return
+        pending = self._loading.get(key)
+        if pending is None:
+            pending = self._loading[key] = asyncio.ensure_future(asyncio.to_thread(self._rows_or_none, ref, key))
+            pending.add_done_callback(lambda _: self._loading.pop(key, None))
+        await asyncio.shield(pending)
+
+    def _rows_or_none(self, ref: InstanceRef, key: tuple[str, float]) -> None:
+        with contextlib.suppress(TaskError):  # `resolve` reports it
+            self._rows(ref, key)
+
+    def _rows(self, ref: InstanceRef, key: tuple[str, float]) -> dict[str, Instance]:
         with self._lock:
             rows = self._cache.get(key)
-        if rows is None:
-            try:
-                rows = {i.instance_id: i for i in load_manifest(ref.manifest)}
-            except ConfigError as exc:
-                raise TaskError("instance.manifest", str(exc)) from exc
-            with self._lock:
-                self._cache[key] = rows
-        found = rows.get(ref.instance_id)
+            if rows is not None:
+                self._cache.move_to_end(key)
+                return rows
+        try:
+            rows = {i.instance_id: i for i in load_manifest(ref.manifest)}
+        except ConfigError as exc:
+            raise TaskError("instance.manifest", str(exc)) from exc
+        with self._lock:
+            for old in [k for k in self._cache if k[0] == key[0] and k != key]:
+                del self._cache[old]  # an older version of the same file
+            self._cache[key] = rows
+            while len(self._cache) > self.versions:
+                self._cache.popitem(last=False)
+        return rows
+
+    def cached(self) -> list[tuple[str, float]]:
+        with self._lock:
+            return list(self._cache)
+
+    def instance(self, ref: InstanceRef) -> Instance:
+        found = self._rows(ref, _version(ref.manifest)).get(ref.instance_id)
         if found is None:
             raise TaskError("instance.instance_id", f"{ref.instance_id!r} is not in {ref.manifest}")
         return found
+
+
+def _version(manifest: str) -> tuple[str, float]:
+    path = Path(manifest)
+    try:
+        return str(path.resolve()), os.stat(path).st_mtime
+    except OSError:
+        return manifest, 0.0  # a datasets name, or a file that is not there: load_manifest says which
 
 
 def _instance(request: TaskRequest, manifests: Manifests) -> Instance | None:
@@ -145,10 +205,11 @@ def resolve(
     """The plan of ``request`` on this service; `TaskError` naming the field it cannot run."""
     from polar_cli.swe.images import instance_image
 
-    instance = _instance(request, manifests)
+    harbor = _harbor(request)
+    instance = harbor.instance(harbor_image(harbor)) if harbor is not None else _instance(request, manifests)
     harness = _harness(request, config, offered)
     rt = request.runtime
-    workdir = rt.workdir or config.runtime.workdir
+    workdir = rt.workdir or (harbor.workdir if harbor is not None else config.runtime.workdir)
     if rt.image is not None:
         image = rt.image
     else:
@@ -168,16 +229,52 @@ def resolve(
         harness=harness,
         instance=instance,
         image=image,
-        instruction=_instruction(request, instance, workdir),
+        instruction=harbor_instruction(request, harbor)
+        if harbor is not None
+        else _instruction(request, instance, workdir),
         workdir=workdir,
         timeout=request.timeout_seconds or config.timeouts.session,
-        agent_timeout=spec.agent_timeout or config.timeouts.agent,
+        agent_timeout=spec.agent_timeout or (harbor.agent_timeout if harbor else None) or config.timeouts.agent,
         evaluator=evaluator,
         strategy=builder.strategy or config.builder.strategy,
         drift=builder.drift or config.builder.drift,
         token_in=token_in,
         network=rt.network or config.runtime.network,
-        cpus=rt.cpus if rt.cpus is not None else config.runtime.cpus,
-        memory_mb=rt.memory_mb if rt.memory_mb is not None else config.runtime.memory_mb,
+        cpus=_first(rt.cpus, harbor.cpus if harbor else None, config.runtime.cpus),
+        memory_mb=_first(rt.memory_mb, harbor.memory_mb if harbor else None, config.runtime.memory_mb),
         output_limit_mb=rt.output_limit_mb if rt.output_limit_mb is not None else config.runtime.output_limit_mb,
+        sandbox=config.runtime.sandbox(),
+        harbor=harbor,
     )
+
+
+def _first(*values: T | None) -> T | None:
+    return next((v for v in values if v is not None), None)
+
+
+def _harbor(request: TaskRequest) -> HarborTask | None:
+    """The Harbor task ``harbor_task`` names (`harbor.tasks.load_task`), or None."""
+    if request.harbor_task is None:
+        return None
+    from polar_cli.harbor.tasks import is_task_dir, load_task
+
+    path = Path(request.harbor_task)
+    if not is_task_dir(path):
+        raise TaskError("harbor_task", f"{request.harbor_task}: not a Harbor task folder (no task.toml)")
+    try:
+        return load_task(path)
+    except ConfigError as exc:
+        raise TaskError("harbor_task", str(exc)) from exc
+
+
+def harbor_image(task: HarborTask) -> str:
+    """The task's image tag (built as generate and validate build it, with the default FROM table)."""
+    from polar_cli.harbor.config import DEFAULT_BASE_IMAGES
+    from polar_cli.harbor.images import base_tag, task_image
+
+    return task_image(task, DEFAULT_BASE_IMAGES, base_tag()).tag
+
+
+def harbor_instruction(request: TaskRequest, task: HarborTask) -> str:
+    """instruction.md as Harbor tells it, unless the request gives its own instruction."""
+    return request.instruction if request.instruction is not None else task.instruction

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import codecs
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 # SWE-bench does not pass these to the test runner even when the test patch touches them ("csv" has no dot there too)
@@ -163,25 +163,61 @@ def hunks(section: str) -> list[Hunk]:
     return found
 
 
-def file_changes(patch: str) -> list[FileChange]:
+@dataclass(frozen=True, slots=True)
+class Patch:
+    """A unified diff parsed once (`split_patch`), to hand to everything that reads it: the tamper check, the apply
+    script, the test runner's targets. ``preamble`` + each file's ``text`` is ``text`` byte for byte."""
+
+    text: str
+    preamble: str
+    files: tuple[FileDiff, ...]
+
+    @classmethod
+    def parse(cls, text: str) -> Patch:
+        preamble, files = split_patch(text)
+        return cls(text, preamble, tuple(files))
+
+    @classmethod
+    def of(cls, patch: str | Patch) -> Patch:
+        """``patch`` as it is when already parsed, else parsed."""
+        return patch if isinstance(patch, Patch) else cls.parse(patch)
+
+    def touched_paths(self) -> list[str]:
+        """Every path the patch reads or writes (old and new names), deduplicated, in order."""
+        paths: dict[str, None] = {}
+        for diff in self.files:
+            for path in (diff.change.old, diff.change.new):
+                if path is not None:
+                    paths[path] = None
+        return list(paths)
+
+    def runner_targets(self) -> list[str]:
+        """The files a test patch leaves behind that the runner should run, as SWE-bench picks them."""
+        directives: dict[str, None] = {}
+        for diff in self.files:
+            new = diff.change.new
+            if new is not None and not new.endswith(NON_TEST_EXTS):
+                directives[new] = None
+        return list(directives)
+
+    def without(self, paths: Collection[str]) -> Patch:
+        """This patch without the sections of the files named in ``paths`` (either name of a rename); every other
+        section, and the text before the first, stays byte for byte."""
+        drop = set(paths)
+        kept = tuple(d for d in self.files if not ({d.change.old, d.change.new} & drop))
+        return Patch(self.preamble + "".join(d.text for d in kept), self.preamble, kept)
+
+
+def file_changes(patch: str | Patch) -> list[FileChange]:
     """Each file section of ``patch``, in order (`split_patch`)."""
-    return [diff.change for diff in split_patch(patch)[1]]
+    return [diff.change for diff in Patch.of(patch).files]
 
 
-def touched_paths(patch: str) -> list[str]:
+def touched_paths(patch: str | Patch) -> list[str]:
     """Every path the patch reads or writes (old and new names), deduplicated, in order."""
-    paths: dict[str, None] = {}
-    for change in file_changes(patch):
-        for path in (change.old, change.new):
-            if path is not None:
-                paths[path] = None
-    return list(paths)
+    return Patch.of(patch).touched_paths()
 
 
-def runner_targets(test_patch: str) -> list[str]:
+def runner_targets(test_patch: str | Patch) -> list[str]:
     """The files a test patch leaves behind that the runner should run, as SWE-bench picks them."""
-    directives: dict[str, None] = {}
-    for change in file_changes(test_patch):
-        if change.new is not None and not change.new.endswith(NON_TEST_EXTS):
-            directives[change.new] = None
-    return list(directives)
+    return Patch.of(test_patch).runner_targets()

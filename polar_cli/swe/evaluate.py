@@ -37,7 +37,7 @@ from typing import Any, Literal
 from polar_cli.errors import ConfigError
 from polar_cli.runtime.base import Container, ContainerSpec, Runtime
 from polar_cli.swe import grading
-from polar_cli.swe.diffs import touched_paths
+from polar_cli.swe.diffs import Patch
 from polar_cli.swe.grading import Grade
 from polar_cli.swe.images import ensure_image
 from polar_cli.swe.logparse import LogParser, parser_for
@@ -48,7 +48,7 @@ from polar_cli.swe.scripts import ALREADY_APPLIED_CHECK as ALREADY_APPLIED_CHECK
 from polar_cli.swe.scripts import APPLY_COMMANDS as APPLY_COMMANDS
 from polar_cli.swe.scripts import WORKDIR, apply_script, eval_script
 from polar_cli.swe.scripts import runner_directives as runner_directives
-from polar_cli.swe.tamper import TamperCheck, TamperMode, config_paths, screen
+from polar_cli.swe.tamper import TamperCheck, TamperMode, config_paths, screen_patch
 
 DEFAULT_TIMEOUT = 1800.0
 APPLY_TIMEOUT = 300.0
@@ -83,11 +83,13 @@ def runner_exit_code(log: str) -> int | None:
     return grading.test_exit_code(log)
 
 
-def instance_eval_script(instance: Instance, test_cmd: str | None = None) -> str:
-    """The script that runs the tests: the row's own ``eval_script`` unless ``test_cmd`` overrides it, else ours."""
+def instance_eval_script(instance: Instance, test_cmd: str | None = None, test_patch: Patch | None = None) -> str:
+    """The script that runs the tests: the row's own ``eval_script`` unless ``test_cmd`` overrides it, else ours
+    (``test_patch``: the instance's, when the caller has parsed it)."""
     if instance.eval_script and not test_cmd:
         return row_eval_script(instance.eval_script)
-    return eval_script(instance, resolve_test_command(instance, test_cmd), f"{EVAL_DIR}/test.patch")
+    command = resolve_test_command(instance, test_cmd)
+    return eval_script(instance, command, f"{EVAL_DIR}/test.patch", test_patch=test_patch)
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,17 +196,19 @@ def evaluate_instance(
         # SWE-bench: an empty patch fails every apply command, so the instance is unresolved without running tests
         return verdict(grading.unresolved("empty patch"), applied=False)
     parser = options.parser or parser_for(instance.repo, instance.log_parser)
-    script = instance_eval_script(instance, options.test_cmd)
+    model_patch, test_patch = Patch.parse(patch), Patch.parse(instance.test_patch)  # once per evaluation
+    script = instance_eval_script(instance, options.test_cmd, test_patch)
     ensure_image(runtime, options.image)
     spec = ContainerSpec(image=options.image, role="eval", network=options.network, workdir=WORKDIR)
     container = runtime.start(spec)
     network = options.network
     try:
-        sources = _base_sources(container, config_paths(patch, instance.test_patch))
+        sources = _base_sources(container, config_paths(model_patch, test_patch))
         test_cmd = options.test_cmd or instance.test_cmd or ""
-        to_apply, check = screen(
-            patch, instance.test_patch, options.tamper, repo=instance.repo, test_cmd=test_cmd, sources=sources
+        kept, check = screen_patch(
+            model_patch, test_patch, options.tamper, repo=instance.repo, test_cmd=test_cmd, sources=sources
         )
+        to_apply = kept.text
         if check.rejected:
             return verdict(grading.unresolved(check.reason()), applied=False)
         if not empty and not to_apply.strip():
@@ -214,7 +218,7 @@ def evaluate_instance(
             {
                 f"{EVAL_DIR}/model.patch": to_apply.encode(),
                 f"{EVAL_DIR}/test.patch": instance.test_patch.encode(),
-                f"{EVAL_DIR}/apply.sh": apply_script(f"{EVAL_DIR}/model.patch", touched_paths(to_apply)).encode(),
+                f"{EVAL_DIR}/apply.sh": apply_script(f"{EVAL_DIR}/model.patch", kept.touched_paths()).encode(),
                 f"{EVAL_DIR}/eval.sh": script.encode(),
             }
         )

@@ -3,6 +3,10 @@
 The rules (SWE-bench ``harness/grading.py``, restated):
 
 - Rule 1, what passes: a test passes if the log reports it PASSED or XFAIL.
+- Rule 1b, truncated ids (5.0.2's ``_resolve_case``): a test id the log lacks, with more ``[`` than ``]`` (a
+  parametrised id cut at a space, as datasets built with first-word parsers hold: ``test_x[log(photon``), is the
+  log's tests that start with it, when they agree on pass-or-fail (PASSED and XFAIL alike); when they disagree, or
+  none does, the test is absent. Exact ids match exactly. fail_only looks ids up exactly (5.0.2 too).
 - Rule 2, what fails: a test fails if the log reports it FAILED, ERROR or SKIPPED, or does not mention it.
 - Rule 3, what is kept: a PASS_TO_PASS test is kept if it passes or is reported SKIPPED (a skip is no regression).
 - Rule 4, resolved: every FAIL_TO_PASS test passes and every PASS_TO_PASS test is kept. An empty list counts as
@@ -90,16 +94,33 @@ class ResolvedStatus(StrEnum):
     NO = "RESOLVED_NO"
 
 
+def resolve_case(test: str, status_map: Mapping[str, TestStatus]) -> str | None:
+    """Rule 1b: the status map's key for ``test`` (5.0.2's ``_resolve_case``), None when the log lacks it."""
+    if test in status_map:
+        return test
+    if test.count("[") > test.count("]"):
+        matches = [key for key in status_map if key.startswith(test)]
+        if matches and len({status_map[key] in _PASSING for key in matches}) == 1:
+            return matches[0]
+    return None
+
+
+def observed_status(test: str, status_map: Mapping[str, TestStatus]) -> TestStatus | None:
+    key = resolve_case(test, status_map)
+    return None if key is None else status_map[key]
+
+
 def is_passing(test: str, status_map: Mapping[str, TestStatus]) -> bool:
-    return status_map.get(test) in _PASSING
+    return observed_status(test, status_map) in _PASSING
 
 
 def is_kept(test: str, status_map: Mapping[str, TestStatus]) -> bool:
-    return is_passing(test, status_map) or status_map.get(test) is TestStatus.SKIPPED
+    return observed_status(test, status_map) in (*_PASSING, TestStatus.SKIPPED)
 
 
 def is_failing(test: str, status_map: Mapping[str, TestStatus]) -> bool:
-    return test not in status_map or status_map[test] in _FAILING
+    status = observed_status(test, status_map)
+    return status is None or status in _FAILING
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,7 +182,7 @@ def grade_tests(
     f2p_failure = [t for t in fail_to_pass if not is_passing(t, status_map) and is_failing(t, status_map)]
     p2p_success = [t for t in pass_to_pass if is_kept(t, status_map)]
     p2p_failure = [t for t in pass_to_pass if not is_kept(t, status_map) and is_failing(t, status_map)]
-    observed = {t: status_map.get(t) for t in (*fail_to_pass, *pass_to_pass)}
+    observed = {t: observed_status(t, status_map) for t in (*fail_to_pass, *pass_to_pass)}
     return Verdicts(tuple(f2p_success), tuple(f2p_failure), tuple(p2p_success), tuple(p2p_failure), observed)
 
 

@@ -8,7 +8,9 @@ summary), the last line wins.
 pytest ids may contain spaces (``test_slug[Hello World-hello-world]``) and brackets (``test_x[[draft] notes]``).
 SWE-bench's parser keys a test by the first whitespace-separated word after the status, so its datasets name such a
 test ``test_slug[Hello``. We record both the full id and that first-word key, so manifests written either way grade
-the same as under SWE-bench. Neither key can shadow another test: a first-word key never contains a space.
+the same as under SWE-bench. Neither key can shadow another test: a first-word key never contains a space. The one
+exception is `parse_log_pytest_ansi`, SWE-bench 5.0.2's pytest_v2 key for key: it keys whole ids only, and a
+truncated id is found by grading's prefix rule (`grading.resolve_case`), as in 5.0.2.
 """
 
 from __future__ import annotations
@@ -32,8 +34,6 @@ _SPACED_TEST_FIRST = re.compile(rf"^(\S+::\S*\[.*?\])\s+({_STATUS})(?:\s|$)")
 # "SKIPPED [3] tests/x.py:12: reason" groups skips by location; it names no test
 _SKIP_GROUP = re.compile(r"^\[\d+\]")
 _MESSAGE_SEP = " - "
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-_CONTROL = str.maketrans("", "", "".join(chr(c) for c in range(1, 32) if c != 9))
 
 
 def _summary_node_id(rest: str) -> str:
@@ -88,32 +88,40 @@ def parse_log_pytest(log: str) -> dict[str, TestStatus]:
     return status_map
 
 
+_V2_COLOUR = re.compile(r"\[(\d+)m")
+_V2_CONTROL = str.maketrans("", "", "".join(chr(c) for c in range(1, 32)))
+
+
 def _v2_entry(line: str) -> tuple[str, TestStatus] | None:
-    """SWE-bench 5.0.2's ``parse_log_pytest_v2`` key for one line: the whole id, spaces and all."""
+    """SWE-bench 5.0.2's ``parse_log_pytest_v2`` key for one cleaned line: the whole id, spaces and all."""
     words = line.split()
-    if len(words) < 2:
-        return None
-    if words[0] in _STATUS_VALUES:
-        if words[0] == TestStatus.FAILED:
+    if any(line.startswith(status) for status in _STATUS_VALUES):
+        if line.startswith(TestStatus.FAILED):
             words = line.split(_MESSAGE_SEP, 1)[0].split()
-        if len(words) < 2 or (words[0] == TestStatus.SKIPPED and _SKIP_GROUP.fullmatch(words[1])):
+        if len(words) < 2 or words[0] not in _STATUS_VALUES:
+            return None  # "PASSEDx y": 5.0.2 keeps a status no grading rule passes; absent grades the same
+        if words[0] == TestStatus.SKIPPED and _SKIP_GROUP.fullmatch(words[1]):
             return None
         return " ".join(words[1:]), TestStatus(words[0])
-    if words[-1] in _STATUS_VALUES:  # a classic `-vv` progress line: "path::test PASSED"
-        return " ".join(words[:-1]), TestStatus(words[-1])
+    if any(line.endswith(status) for status in _STATUS_VALUES) and len(words) >= 2 and words[-1] in _STATUS_VALUES:
+        return " ".join(words[:-1]), TestStatus(words[-1])  # a classic `-vv` progress line: "path::test PASSED"
     return None
 
 
 def parse_log_pytest_ansi(log: str) -> dict[str, TestStatus]:
-    """pytest with colour codes (astropy, scikit-learn, sphinx): our keys plus SWE-bench's whole-id ones."""
-    lines = [_ANSI.sub("", line).translate(_CONTROL) for line in log.split("\n")]
-    status_map = parse_log_pytest("\n".join(lines))
-    v2: dict[str, TestStatus] = {}
-    for line in lines:
-        entry = _v2_entry(line)
+    """SWE-bench 5.0.2's ``parse_log_pytest_v2`` (astropy, scikit-learn, sphinx), key for key.
+
+    Its keys are whole ids, never first-word ones: a manifest id cut at a space (``test_x[a``) is then found only by
+    grading's prefix rule (`grading.resolve_case`), which refuses it when the expansions disagree. Colour codes go
+    as 5.0.2 strips them (``[<digits>m``, then every control character), so ``[1;31m`` residue stays in a key there
+    and here alike.
+    """
+    status_map: dict[str, TestStatus] = {}
+    for raw in log.split("\n"):
+        entry = _v2_entry(_V2_COLOUR.sub("", raw).translate(_V2_CONTROL))
         if entry is not None:
-            v2[entry[0]] = entry[1]
-    return {**status_map, **v2}
+            status_map[entry[0]] = entry[1]
+    return status_map
 
 
 def parse_log_matplotlib(log: str) -> dict[str, TestStatus]:

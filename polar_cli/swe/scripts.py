@@ -12,7 +12,7 @@ import shlex
 from collections.abc import Sequence
 
 from polar_cli.swe import grading
-from polar_cli.swe.diffs import runner_targets, touched_paths
+from polar_cli.swe.diffs import Patch, runner_targets
 from polar_cli.swe.manifest import Instance
 from polar_cli.swe.repos import REPOS, directives
 
@@ -71,19 +71,28 @@ exit 1
 """
 
 
-def runner_directives(instance: Instance) -> list[str]:
-    """The runner's arguments: the test files (`runner_targets`), as the repository's runner names them."""
+def runner_directives(instance: Instance, test_patch: Patch | None = None) -> list[str]:
+    """The runner's arguments: the test files (`runner_targets`), as the repository's runner names them;
+    ``test_patch`` is the instance's, when the caller has parsed it."""
     spec = REPOS.get(instance.repo)
-    return directives(runner_targets(instance.test_patch), spec.directives if spec else "paths")
+    return directives(runner_targets(test_patch or instance.test_patch), spec.directives if spec else "paths")
 
 
 def eval_script(
-    instance: Instance, test_cmd: str, test_patch_path: str, workdir: str = WORKDIR, *, conda: bool = True
+    instance: Instance,
+    test_cmd: str,
+    test_patch_path: str,
+    workdir: str = WORKDIR,
+    *,
+    conda: bool = True,
+    test_patch: Patch | None = None,
 ) -> str:
-    """Bash that resets the test files, applies the test patch and runs the tests between the markers."""
+    """Bash that resets the test files, applies the test patch and runs the tests between the markers
+    (``test_patch``: the instance's, when the caller has parsed it)."""
     base = shlex.quote(instance.base_commit)
-    paths = " ".join(shlex.quote(p) for p in touched_paths(instance.test_patch))
-    command = " ".join([test_cmd, *(shlex.quote(t) for t in runner_directives(instance))])
+    test_patch = test_patch or Patch.parse(instance.test_patch)
+    paths = " ".join(shlex.quote(p) for p in test_patch.touched_paths())
+    command = " ".join([test_cmd, *(shlex.quote(t) for t in runner_directives(instance, test_patch))])
     return f"""#!/bin/bash
 set -o pipefail
 {_CONDA if conda else ""}cd {shlex.quote(workdir)} || exit 1

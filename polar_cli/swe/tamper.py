@@ -15,6 +15,7 @@ hack, for SFT a poisoned corpus. This module finds such changes (`find_tampering
 - off: SWE-bench exact; the findings are still reported.
 
 A path is test infrastructure (`path_rule`) when it is a ``conftest.py``, ``pytest.ini`` / ``.pytest.ini``,
+``pytest.toml`` / ``.pytest.toml`` (pytest 9),
 ``sitecustomize.py`` / ``usercustomize.py``, a ``*.pth`` file, ``noxfile.py``, a file inside ``*.egg-info`` /
 ``*.dist-info`` (their ``entry_points.txt`` registers pytest plugins), the repository's test runner
 (`RUNNER_FILES`, or the test command's own script such as Django's ``tests/runtests.py``), under a directory named
@@ -33,7 +34,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from polar_cli.swe.diffs import FileDiff, hunks, split_patch, touched_paths
+from polar_cli.swe.diffs import FileDiff, Patch, hunks
 from polar_cli.swe.repos import REPOS
 
 TamperMode = Literal["reject", "revert", "off"]
@@ -51,6 +52,8 @@ _NAMED = {
     "conftest.py": "a pytest conftest.py: its hooks and fixtures run inside the test session",
     "pytest.ini": "pytest's configuration file",
     ".pytest.ini": "pytest's configuration file",
+    "pytest.toml": "pytest's configuration file (pytest 9)",
+    ".pytest.toml": "pytest's configuration file (pytest 9)",
     "sitecustomize.py": "imported at interpreter start-up",
     "usercustomize.py": "imported at interpreter start-up",
     "noxfile.py": "nox's test sessions",
@@ -288,13 +291,13 @@ def section_rule(path: str, diff: FileDiff, source: str | None) -> str | None:
     return None
 
 
-def config_paths(patch: str, test_patch: str) -> list[str]:
+def config_paths(patch: str | Patch, test_patch: str | Patch) -> list[str]:
     """The sectioned config files the check reads the base content of: those the patch changes that the test
     patch does not own and no path rule already flags."""
-    owned = set(touched_paths(test_patch))
+    owned = set(Patch.of(test_patch).touched_paths())
     return [
         d.change.old
-        for d in split_patch(patch)[1]
+        for d in Patch.of(patch).files
         if d.change.old is not None
         and d.change.old not in owned
         and posixpath.basename(d.change.old) in SECTIONED
@@ -303,8 +306,8 @@ def config_paths(patch: str, test_patch: str) -> list[str]:
 
 
 def find_tampering(
-    patch: str,
-    test_patch: str,
+    patch: str | Patch,
+    test_patch: str | Patch,
     *,
     repo: str = "",
     test_cmd: str = "",
@@ -315,10 +318,10 @@ def find_tampering(
     ``sources`` are base contents of sectioned config files (`config_paths`), keyed by path; one that is missing
     leaves the sections before its hunks unknown. Both names of a rename are checked.
     """
-    owned = set(touched_paths(test_patch))
+    owned = set(Patch.of(test_patch).touched_paths())
     runners = runner_files(repo, test_cmd)
     findings: dict[str, Finding] = {}
-    for diff in split_patch(patch)[1]:
+    for diff in Patch.of(patch).files:
         for path in dict.fromkeys(p for p in (diff.change.old, diff.change.new) if p is not None):
             if path in owned or path in findings:
                 continue
@@ -338,18 +341,15 @@ def is_test_module(path: str) -> bool:
     return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py") or name == "tests.py")
 
 
-def drop_files(patch: str, paths: Collection[str]) -> str:
+def drop_files(patch: str | Patch, paths: Collection[str]) -> str:
     """``patch`` without the sections of the files named in ``paths`` (either name of a rename); every other
     section, and the text before the first, stays byte for byte."""
-    drop = set(paths)
-    preamble, diffs = split_patch(patch)
-    kept = (d.text for d in diffs if not ({d.change.old, d.change.new} & drop))
-    return preamble + "".join(kept)
+    return Patch.of(patch).without(paths).text
 
 
 def screen(
     patch: str,
-    test_patch: str,
+    test_patch: str | Patch,
     mode: TamperMode,
     *,
     repo: str = "",
@@ -357,6 +357,20 @@ def screen(
     sources: Mapping[str, str] | None = None,
 ) -> tuple[str, TamperCheck]:
     """The patch to apply under ``mode`` (revert: without the offending files) and the check's record."""
+    kept, check = screen_patch(Patch.parse(patch), test_patch, mode, repo=repo, test_cmd=test_cmd, sources=sources)
+    return kept.text, check
+
+
+def screen_patch(
+    patch: Patch,
+    test_patch: str | Patch,
+    mode: TamperMode,
+    *,
+    repo: str = "",
+    test_cmd: str = "",
+    sources: Mapping[str, str] | None = None,
+) -> tuple[Patch, TamperCheck]:
+    """`screen` for a patch parsed once per session: the kept patch comes back parsed too."""
     findings = find_tampering(patch, test_patch, repo=repo, test_cmd=test_cmd, sources=sources)
     dropped = [f for f in findings if mode == "revert" or (mode == "reject" and f.module)]
     if not dropped:
@@ -364,4 +378,4 @@ def screen(
     check = TamperCheck(mode, findings, tuple(dict.fromkeys(f.path for f in dropped)))
     if check.rejected:
         return patch, check
-    return drop_files(patch, check.reverted), check
+    return patch.without(check.reverted), check

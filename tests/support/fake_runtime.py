@@ -101,6 +101,7 @@ class FakeContainer:
         workdir: str | None = None,
         stdin: bytes | None = None,
         output_cap: int = 8 * 1024 * 1024,
+        clock: Callable[[], float] = time.monotonic,
     ) -> ExecResult:
         self.execs.append((list(argv), timeout, stdin))
         return self.respond(script_name(list(argv)), self)

@@ -148,7 +148,21 @@ def lines(path: Path) -> list[dict[str, Any]]:
 
 
 def rows(out: Path) -> dict[str, list[dict[str, Any]]]:
-    return {name: lines(out / f"{name}.jsonl") for name in ROW_FILES}
+    """Each row file's sessions: corpus and rejects hold one row per trace (a session's rows together, each with the
+    session's fields), so a session is its first row, once its group is whole."""
+    return {name: sessions_of(lines(out / f"{name}.jsonl")) for name in ROW_FILES}
+
+
+def sessions_of(segment_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for row in segment_rows:
+        index, count = row.get("trace_index", 0), row.get("trace_count", 0)
+        if index == 0:
+            out.append(row)
+        else:
+            assert out and out[-1]["key"] == row["key"], f"{row['key']}: trace {index} apart from its session"
+        assert index < max(count, 1), f"{row['key']}: trace {index} of {count}"
+    return out
 
 
 def planned_keys(harnesses: list[str], limit: int) -> set[str]:

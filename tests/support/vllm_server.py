@@ -93,6 +93,7 @@ class VLLMServer:
         extra_args: Sequence[str] = DEFAULT_ARGS,
         ready_timeout_s: float = READY_TIMEOUT_S,
         venv: Path = VLLM_VENV,
+        env: dict[str, str] | None = None,
     ) -> None:
         self.model_dir = model_dir
         self.served_model_name = served_model_name
@@ -100,6 +101,7 @@ class VLLMServer:
         self.extra_args = tuple(extra_args)
         self.ready_timeout_s = ready_timeout_s
         self.venv = venv
+        self.env = dict(env or {})  # over vllm_env's (VLLM_SERVER_DEV_MODE=1 for the weight-reload routes)
         self.port = 0
         self.ready_after_s = 0.0
         self._proc: subprocess.Popen[bytes] | None = None
@@ -139,7 +141,7 @@ class VLLMServer:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                env=vllm_env(self.venv),
+                env={**vllm_env(self.venv), **self.env},
                 cwd=str(REPO_ROOT),
                 start_new_session=True,
             )

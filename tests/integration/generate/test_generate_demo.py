@@ -80,7 +80,10 @@ def test_gold_accepts_every_attempt_and_the_corpus_loads(tmp_path: Path, docker_
         assert row["accepted"] is True and row["status"] == "OK" and row["reward"] == 1.0, row["reason"]
         assert row["eval"]["resolved"] is True and row["patch"].startswith("diff --git")
         assert row["messages"][-1]["role"] == "assistant" and any(m["role"] == "tool" for m in row["messages"])
-        trace = row["traces"][0]
+        # one row per trace (segment): the demo's gold session is one conversation, so one root row each
+        assert (row["trace_index"], row["trace_count"], row["lineage"]["kind"]) == (0, 1, "root")
+        assert not any(m.get("weight") == 0 for m in row["messages"])
+        trace = row["trace"]
         assert len(trace["loss_mask"]) == len(trace["response_ids"]) == len(trace["response_logprobs"])
         assert sum(trace["loss_mask"]) == row["stats"]["trainable_tokens"] > 0
         assert set(row["timing"]) >= {"init", "ready_wait", "run", "postrun", "eval", "total"}

@@ -12,9 +12,9 @@ import orjson
 import pytest
 
 from polar_cli.errors import UpstreamError
-from polar_cli.gateway.probe import probe_traits
+from polar_cli.gateway.probe import ATTEMPTS, probe_traits
 from polar_cli.templates import TemplateError
-from polar_cli.templates.traits import TemplateTraits, detect_traits
+from polar_cli.templates.traits import PROBES, TemplateTraits, detect_traits
 from polar_cli.translate.upstream import UpstreamOptions
 from polar_cli.wire.http11 import Response
 from tests.support import templates
@@ -103,10 +103,31 @@ def test_a_400_about_a_user_query_is_needs_user_query() -> None:
     assert probe(FakeUpstream(answer)).held == ("needs_user_query",)
 
 
-def test_a_refused_control_decides_nothing_and_other_failures_fail_the_probe() -> None:
+def test_a_refused_control_decides_nothing_and_a_server_that_keeps_failing_leaves_traits_unknown(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr("polar_cli.gateway.probe.RETRY_DELAY", 0.0)
     assert probe(FakeUpstream(lambda body: refused("nothing renders"))) == TemplateTraits()
-    with pytest.raises(UpstreamError, match="overloaded"):
-        probe(FakeUpstream(lambda body: (503, {"message": "busy"})))
+    down = FakeUpstream(lambda body: (503, {"message": "busy"}))
+    assert probe(down) == TemplateTraits()  # the start goes on
+    assert len(down.bodies) == ATTEMPTS * len(PROBES)  # each probe's control tried ATTEMPTS times, then given up
+    assert "unknown" in caplog.text and "single_leading_system" in caplog.text
+
+
+def test_one_bad_answer_during_the_probe_is_retried_and_changes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("polar_cli.gateway.probe.RETRY_DELAY", 0.0)
+    calls = 0
+
+    def answer(body: dict[str, Any]) -> Answer:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            return 500, {"message": "internal error"}
+        if any(m["role"] == "system" for m in body["messages"][1:]):
+            return refused("System message must be at the beginning.")
+        return ok(_length(body["messages"]))
+
+    assert probe(FakeUpstream(answer)).held == ("single_leading_system",)
 
 
 def test_the_probe_asks_with_the_gateways_template_kwargs_and_extra_fields() -> None:
@@ -144,9 +165,12 @@ def sglang_rendering(name: str) -> FakeUpstream:
 
 @pytest.mark.parametrize("name", templates.NAMES)
 def test_the_server_probe_finds_what_rendering_the_real_template_finds(name: str) -> None:
-    """SGLang refuses non-object arguments before any template sees them, so on a server that trait always holds."""
+    """SGLang refuses non-object arguments before any template sees them, so on a server that trait always holds.
+    A template that moves text (DeepSeek hoists a later system message) renders as many tokens as one that keeps it
+    in place: token counts cannot show it, so the server probe leaves ``hoists_later_system`` off."""
     local = detect_traits(templates.template(name))
-    assert probe(sglang_rendering(name)) == dataclasses.replace(local, needs_object_arguments=True)
+    expected = dataclasses.replace(local, needs_object_arguments=True, hoists_later_system=False)
+    assert probe(sglang_rendering(name)) == expected
 
 
 def test_the_server_probe_on_qwen3_5_and_qwen3_6() -> None:
@@ -175,7 +199,10 @@ def test_a_server_that_refuses_calls_with_tools_fails_the_start_naming_the_flags
     assert body["max_tokens"] == 1
 
 
-def test_a_server_that_takes_tools_passes_and_other_failures_stay_what_they_are() -> None:
+def test_a_server_that_takes_tools_passes_and_other_failures_stay_what_they_are(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("polar_cli.gateway.probe.RETRY_DELAY", 0.0)
     from polar_cli.gateway.probe import probe_tools
 
     asyncio.run(probe_tools(FakeUpstream(lambda body: ok(3)), UpstreamOptions(model="served")))  # type: ignore[arg-type]

@@ -509,7 +509,7 @@ def test_an_eof_between_requests_closes_and_an_eof_mid_request_is_a_400() -> Non
 
 # --- timers --------------------------------------------------------------------------------------------------------
 
-FAST = ServerLimits(idle_timeout=0.05, request_timeout=0.05)
+FAST = ServerLimits(idle_timeout=0.05, request_timeout=0.05, auth_timeout=0.05)
 
 
 def test_a_request_that_does_not_arrive_in_time_gets_a_408_and_the_connection_closes() -> None:

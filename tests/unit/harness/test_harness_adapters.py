@@ -17,8 +17,9 @@ INSTRUCTION = 'Fix it\'s "bug" $(rm -rf /) `id`\nline two ünï 🚀'
 # the options that carry the instruction glued with `=` (yargs; mini-swe-agent's click; aider's, hermes's and
 # openhands-run's argparse)
 GLUED = ("--prompt", "--task", "--message", "--oneshot")
-# harnesses that always read the instruction from stdin (opencode re-quotes message arguments holding a space)
-STDIN_ALWAYS = ("opencode",)
+# harnesses that always read the instruction from stdin (opencode and kilo re-quote message arguments holding a space;
+# openclaw reads it with `--message-file -`)
+STDIN_ALWAYS = ("opencode", "openclaw", "kilo")
 
 
 def launch(name: str, instruction: str = INSTRUCTION, wiring: Wiring = WIRING) -> Launch:
@@ -162,6 +163,9 @@ def test_adapter_names_and_aliases() -> None:
         "opencode",
         "cline",
         "openhands",
+        "openclaw",
+        "kilo",
+        "terminus-2",
     ]
     assert get_adapter("claude").name == "claude-code"
     assert get_adapter("gemini").name == "gemini-cli"
@@ -183,6 +187,9 @@ def test_shell_tools_are_the_recorded_ones() -> None:
         "opencode": "bash",
         "cline": "run_commands",
         "openhands": "terminal",
+        "openclaw": "exec",
+        "kilo": "bash",
+        "terminus-2": "",
     }
 
 

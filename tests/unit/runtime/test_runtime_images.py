@@ -41,6 +41,9 @@ PINNED = {
     "opencode": "1.18.33",
     "cline": "3.0.65",
     "openhands": "1.58.2",
+    "openclaw": "2026.9.6",
+    "kilo": "7.7.7",
+    "terminus-2": "0.26.0",
 }
 
 
@@ -64,9 +67,10 @@ def test_every_bundle_dockerfile_builds_on_the_local_images_only() -> None:
 def test_each_bundle_has_one_toolchain() -> None:
     kinds = {name: toolchain(name) for name in HARNESSES}
     assert {n for n, k in kinds.items() if k == "python"} == {"mini-swe-agent", "aider", "hermes"}
-    # the OpenHands SDK needs Python >= 3.12: bookworm has 3.11, trixie 3.13
-    assert {n for n, k in kinds.items() if k == "python-trixie"} == {"openhands"}
-    assert all(k == "node" for n, k in kinds.items() if n not in {"mini-swe-agent", "aider", "hermes", "openhands"})
+    # the OpenHands SDK and harbor (Terminus-2) need Python >= 3.12: bookworm has 3.11, trixie 3.13
+    assert {n for n, k in kinds.items() if k == "python-trixie"} == {"openhands", "terminus-2"}
+    python = {"mini-swe-agent", "aider", "hermes", "openhands", "terminus-2"}
+    assert all(k == "node" for n, k in kinds.items() if n not in python)
 
 
 def test_digest_ignores_order_and_follows_content_names_and_parents() -> None:

@@ -2,7 +2,8 @@
 and sympy test directives are the ones its ``get_test_directives`` (4.1, the last release that ships it) builds.
 
 Our pytest parsers also record the full id of a spaced parametrised test beside SWE-bench's first-word key; those
-extra keys are pinned here exactly, so the maps are compared in full.
+extra keys are pinned here exactly, so the maps are compared in full. The pytest_v2 ones (astropy, scikit-learn,
+sphinx) add none.
 """
 
 from __future__ import annotations
@@ -144,14 +145,8 @@ def _extras(repo: str) -> Mapping[str, TestStatus]:
         return SPACED_FULL_IDS
     if repo == "mwaskom/seaborn":
         return {}
-    if REPOS[repo].parser == "pytest_ansi":  # SWE-bench keys these by the whole id; we add the first-word keys
-        return {
-            **SPACED_FULL_IDS,
-            "tests/test_slug.py::test_known": TestStatus.XFAIL,
-            "tests/test_slug.py::test_setup": TestStatus.ERROR,
-            "tests/test_slug.py::test_slug[Hello": TestStatus.PASSED,
-            "tests/test_slug.py::test_slug[a": TestStatus.FAILED,
-        }
+    if REPOS[repo].parser == "pytest_ansi":  # pytest_v2 key for key: a truncated id is grading's (Rule 1b)
+        return {}
     return {
         **SPACED_FULL_IDS,
         "tests/test_slug.py::test_paths[/tmp/pytest-of-root/pytest-0/test_paths0/data.txt]": TestStatus.PASSED,

@@ -229,6 +229,23 @@ def test_pytest_ini_is_found() -> None:
     assert paths(find_tampering(PYTEST_INI, TEST_PATCH)) == ["pytest.ini"]
 
 
+@pytest.mark.parametrize("name", ["pytest.toml", ".pytest.toml", "sub/pytest.toml"])
+def test_pytest_9_toml_config_files_are_found(name: str) -> None:
+    # pytest 9 reads [pytest] from pytest.toml / .pytest.toml before any other configuration file
+    patch = f"""\
+diff --git a/{name} b/{name}
+new file mode 100644
+index 0000000..3c2b1a0
+--- /dev/null
++++ b/{name}
+@@ -0,0 +1,2 @@
++[pytest]
++addopts = ["-p", "no:python"]
+"""
+    (finding,) = find_tampering(patch, TEST_PATCH)
+    assert finding.path == name and "pytest" in finding.why and not finding.module
+
+
 def test_setup_cfg_change_inside_tool_pytest_is_found() -> None:
     (finding,) = find_tampering(SETUP_CFG_PYTEST, TEST_PATCH, sources={"setup.cfg": SETUP_CFG})
     assert finding.path == "setup.cfg" and "[tool:pytest]" in finding.why
