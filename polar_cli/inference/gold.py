@@ -1,14 +1,23 @@
-"""Scripted policies: gold (apply the reference patch with the harness's own shell tool) and noop (do nothing).
+"""Scripted policies: gold (apply the reference patch, or run a Harbor task's oracle, with the harness's own shell
+tool) and noop (do nothing).
 
 Gold validates instances and harness wiring without a GPU. It reads the tool definitions the harness sent (already
 normalised to OpenAI Chat by the gateway), finds the harness's shell tool (Claude Code's Bash, Codex's exec_command,
 Qwen Code's and Gemini CLI's run_shell_command, Pi's bash, Hermes's terminal, or any tool whose schema takes a
 ``command``/``cmd`` string), and while none of its calls has a result yet, calls it with a command that writes the
 patch to a file through a quoted heredoc and applies it in the workdir. Once a result is in the conversation it ends
-with a short final message. Through a real harness it yields an accepted trajectory for every valid instance.
+with a short final message. Through a real harness it yields an accepted trajectory for every valid instance. A
+Harbor task has no patch: its `Task.command` (the oracle, `harbor.verify.oracle_command`: solution/ written to
+/solution and solve.sh run) is the one call instead, so only the gold engine ever sees the solution.
+
+A harness without tools that types into a terminal (Terminus-2: each answer a JSON object of `keystrokes`) gets the
+solution as one typed line, `printf %s BASE64 | base64 -d | bash` (plain text would meet the terminal's line editing:
+a tab in a patch completes a file name) that prints its exit status when done; gold waits (empty keystrokes, as the
+harness's prompt says) until the terminal shows it, then says `task_complete`, which such a harness asks to have
+confirmed.
 
 Noop answers every call with a final message and changes nothing: the negative control, every attempt must be
-rejected.
+rejected. To a keystroke harness its final message is `task_complete` with nothing typed, so that session ends too.
 """
 
 from __future__ import annotations
@@ -16,6 +25,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -30,15 +40,27 @@ PATCH_FILE = "/tmp/polar-gold.patch"
 GOLD_DONE = "I applied the fix for the issue; the change is in the working tree."
 NOOP_DONE = "I looked at the task and left the repository unchanged."
 DESCRIPTION = "Apply the fix for the issue"
+# what gold's typed line prints when it is done, followed by `=` and its exit status
+TYPED_DONE = "polar-gold exit"
+_TYPED_EXIT = re.compile(re.escape(TYPED_DONE) + r"=\d+")
+WAIT_SECONDS = 10.0
 
 
 @dataclass(frozen=True, slots=True)
 class Task:
-    """What a scripted policy knows about the session it answers: the instance's reference patch and workdir."""
+    """What a scripted policy knows about the session it answers: the instance's reference patch and workdir, or the
+    command that solves it (a Harbor task's oracle)."""
 
     instance_id: str
     patch: str
     workdir: str = "/testbed"
+    command: str | None = None
+
+    def solution(self) -> str | None:
+        """The shell text gold runs: the command, else the patch applied; None when there is neither."""
+        if self.command:
+            return self.command
+        return apply_patch_command(self.patch, self.workdir) if self.patch.strip() else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +193,38 @@ def asks_for_edit_blocks(body: Mapping[str, Any]) -> bool:
     )
 
 
+def asks_for_keystrokes(body: Mapping[str, Any]) -> bool:
+    """Whether a tool-less request is a terminal agent's (Terminus-2): its first user turn asks for JSON with the
+    ``keystrokes`` to type and ``task_complete``."""
+    if body.get("tools"):
+        return False
+    first = next((m for m in body.get("messages") or () if isinstance(m, Mapping) and m.get("role") == "user"), None)
+    text = json.dumps(first.get("content")) if first is not None else ""
+    return '\\"keystrokes\\"' in text and "task_complete" in text
+
+
+def keystrokes_answer(commands: Sequence[str], complete: bool, duration: float = 1.0) -> str:
+    """A terminal agent's answer: each command typed with its Enter (an empty one: wait), then whether the task is
+    complete."""
+    batch = [{"keystrokes": f"{command}\n" if command else "", "duration": duration} for command in commands]
+    done = "The fix is applied." if complete else "Apply the fix."
+    return json.dumps({"analysis": done, "plan": done, "commands": batch, "task_complete": complete})
+
+
+def typed_line(command: str) -> str:
+    """Shell text as one line with no character a terminal's line editor acts on (base64 piped to bash), that prints
+    `TYPED_DONE` and its exit status when it is done (the line itself, echoed, shows ``$?`` there instead)."""
+    return f'printf %s {base64.b64encode(command.encode()).decode()} | base64 -d | bash; echo "{TYPED_DONE}=$?"'
+
+
+def terminal_shows_done(body: Mapping[str, Any]) -> bool:
+    """Whether a terminal output the harness relayed shows the typed line finished."""
+    return any(
+        isinstance(m, Mapping) and m.get("role") == "user" and _TYPED_EXIT.search(str(m.get("content")))
+        for m in body.get("messages") or ()
+    )
+
+
 def times_said(body: Mapping[str, Any], text: str) -> int:
     """How many assistant turns of the conversation hold ``text``."""
     return sum(
@@ -185,6 +239,14 @@ class GoldPolicy:
     def next_turn(self, body: Mapping[str, Any], task: Task | None) -> ScriptedTurn:
         functions = offered_functions(body)
         shell = find_shell_tool(functions)
+        if shell is None and asks_for_keystrokes(body):
+            command = task.solution() if task is not None else None
+            line = typed_line(command) if command is not None else None
+            if line is None or terminal_shows_done(body):
+                return ScriptedTurn(keystrokes_answer((), complete=True))
+            if times_said(body, json.dumps(line)[1:-1]) == 0:
+                return ScriptedTurn(keystrokes_answer((line,), complete=False))
+            return ScriptedTurn(keystrokes_answer([""], complete=False, duration=WAIT_SECONDS))  # still running
         if shell is None and task is not None and task.patch.strip() and asks_for_edit_blocks(body):
             # an editor without tools: the patch as its SEARCH/REPLACE blocks. Aider drops the first answer's edits
             # to files not yet in its chat, adds them and asks again, so the blocks go out twice at most (its
@@ -194,9 +256,9 @@ class GoldPolicy:
                 return ScriptedTurn(GOLD_DONE)
             return ScriptedTurn(blocks)
         # side requests (titles, summaries) offer no shell tool; calls of unbound sessions get no patch
-        if shell is None or task is None or not task.patch.strip() or has_tool_result(body):
+        command = task.solution() if task is not None else None
+        if shell is None or command is None or has_tool_result(body):
             return ScriptedTurn(GOLD_DONE)
-        command = apply_patch_command(task.patch, task.workdir)
         return ScriptedTurn("", ((shell, shell_arguments(functions[shell], command)),))
 
 
@@ -204,6 +266,8 @@ class NoopPolicy:
     name = "noop"
 
     def next_turn(self, body: Mapping[str, Any], task: Task | None) -> ScriptedTurn:
+        if asks_for_keystrokes(body):
+            return ScriptedTurn(keystrokes_answer((), complete=True))
         return ScriptedTurn(NOOP_DONE)
 
 

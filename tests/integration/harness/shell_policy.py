@@ -2,22 +2,27 @@
 
 The policy reads the tool definitions the harness sent (already normalised to OpenAI Chat by the gateway): while no
 tool result is in the conversation it calls the harness's own shell tool (Bash, exec_command, run_shell_command,
-bash, run_commands or terminal, whichever is offered) with a given command; once a tool result is there it answers
+bash, run_commands, terminal or exec, whichever is offered) with a given command; once a tool result is there it answers
 with a final message, or, for mini-swe-agent, which only ends on its submit command, calls that. A harness without tools
-(aider) gets a reply with an edit block writing a given file instead, in the edit format its system prompt asks for.
+(aider) gets a reply with an edit block writing a given file instead, in the edit format its system prompt asks for;
+Terminus-2, which has no tools either but asks for JSON with the keystrokes to type into its terminal, gets the
+keystrokes of a command writing that file, then `task_complete` (which it asks to have confirmed, so every later turn
+says it again).
 """
 
 from __future__ import annotations
 
 import json
+import shlex
 import threading
 from typing import Any
 
+from polar_cli.inference.gold import asks_for_keystrokes, keystrokes_answer
 from tests.support.sglang_double import Reply, SGLangDouble, ToolCallReply
 
 CHAT_PATH = "/v1/chat/completions"
 # every harness's shell tool, by the name it gives it
-SHELL_TOOLS = ("Bash", "exec_command", "run_shell_command", "bash", "run_commands", "terminal")
+SHELL_TOOLS = ("Bash", "exec_command", "run_shell_command", "bash", "run_commands", "terminal", "exec")
 # the argument that carries the command line, by preference (Cline's run_commands takes a list of them)
 COMMAND_ARGS = ("command", "cmd", "commands")
 FINAL_MESSAGE = "done"
@@ -67,10 +72,21 @@ def edit_reply(body: dict[str, Any], path: str, content: str) -> Reply:
     return Reply(f"{path}\n```\n{content}\n```\n")
 
 
+def keystrokes_reply(commands: list[str], complete: bool) -> Reply:
+    """A Terminus-2 answer (the gold engine's format): each command typed with its Enter, then whether the task is
+    complete."""
+    return Reply(keystrokes_answer(commands, complete, duration=0.5))
+
+
 def shell_policy(body: dict[str, Any], command: str, edit: tuple[str, str] | None = None) -> Reply:
     """The next scripted turn for one request (`edit`: the file and content a harness without tools writes)."""
     tools = offered_tools(body)
     shell = next((name for name in SHELL_TOOLS if name in tools), None)
+    if shell is None and asks_for_keystrokes(body):
+        if edit is None:
+            return keystrokes_reply([], complete=True)
+        path, content = edit
+        return keystrokes_reply([f"printf '%s\\n' {shlex.quote(content)} > {shlex.quote(path)}"], complete=False)
     if shell is None and edit is not None:
         return edit_reply(body, *edit)
     if shell is not None and has_tool_result(body) and asks_for_submit(body):

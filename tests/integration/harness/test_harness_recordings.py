@@ -1,11 +1,12 @@
 """What each harness really sends, recorded live on every run: the codec checks run on current traffic.
 
-Each harness with a shell tool runs, in a container, a session of several tool turns through the real gateway in its
-recording mode (`tests/support/recorder.py`): the traffic is written in the JSONL shape of tests/data/harness_requests,
-then read back the way the stored recordings are read (`recordings.recorded`, `replay.recorded_sessions`): every model
-call decodes with its API's codec, and the whole run replays through a fresh in-process gateway on the Qwen3 template
-with every call answered 200. A new harness version whose traffic the codecs no longer take fails here, not only in
-the field. ``POLAR_RECORD_DIR`` keeps the recordings (to refresh tests/data/harness_requests with current traffic).
+Each harness with a shell tool (and Terminus-2, which types its commands into a terminal) runs, in a container, a
+session of several tool turns through the real gateway in its recording mode (`tests/support/recorder.py`): the
+traffic is written in the JSONL shape of tests/data/harness_requests, then read back the way the stored recordings
+are read (`recordings.recorded`, `replay.recorded_sessions`): every model call decodes with its API's codec, and the
+whole run replays through a fresh in-process gateway on the Qwen3 template with every call answered 200. A new
+harness version whose traffic the codecs no longer take fails here, not only in the field. ``POLAR_RECORD_DIR`` keeps
+the recordings (to refresh tests/data/harness_requests with current traffic).
 
 What this cannot show: traffic a harness sends to hosts other than the gateway (the stored recordings saw it through a
 proxy), and what a real model would have answered (the double answers by a script).
@@ -28,6 +29,7 @@ from polar_cli.gateway.probe import with_server_rules
 from polar_cli.gateway.sessions import SessionRegistry
 from polar_cli.harness import ADAPTERS, Wiring
 from polar_cli.harness.session import SessionSpec, run_session
+from polar_cli.inference.gold import asks_for_keystrokes
 from polar_cli.runtime.docker import DockerRuntime
 from polar_cli.templates import detect_traits
 from polar_cli.translate.dialects import SGLANG
@@ -37,6 +39,7 @@ from tests.integration.harness.shell_policy import (
     FINAL_MESSAGE,
     SHELL_TOOLS,
     ShellToolDouble,
+    keystrokes_reply,
     offered_tools,
     shell_arguments,
 )
@@ -52,6 +55,8 @@ pytestmark = pytest.mark.integration
 # four tool turns: enough for the harnesses' reminders and todo nudges to start showing
 COMMANDS = ("pwd", "ls -la", "printf recorded > /testbed/polar_recorded.txt", "git status --short")
 SHELL_HARNESSES = [name for name, adapter in ADAPTERS.items() if adapter.shell_tool in SHELL_TOOLS]
+# no tools, but a terminal it types each command into (its answers are JSON keystrokes): recorded the same way
+KEYSTROKE_HARNESSES = ["terminus-2"]
 STORED_KEYS = {"harness", "run", "seq", "t", "method", "path", "headers", "body", "api", "answered"}
 
 
@@ -74,6 +79,9 @@ class TurnsDouble(ShellToolDouble):
 
 
 def turn(body: dict[str, Any]) -> Reply:
+    if asks_for_keystrokes(body):  # Terminus-2: one command per answer, then task_complete (asked twice)
+        done = sum(1 for m in body["messages"] if isinstance(m, dict) and m.get("role") == "assistant")
+        return keystrokes_reply([COMMANDS[done]], False) if done < len(COMMANDS) else keystrokes_reply([], True)
     tools = offered_tools(body)
     shell = next((name for name in SHELL_TOOLS if name in tools), None)
     done = sum(1 for m in body["messages"] if isinstance(m, dict) and m.get("role") == "tool")
@@ -82,7 +90,7 @@ def turn(body: dict[str, Any]) -> Reply:
     return Reply(tool_calls=(ToolCallReply(shell, shell_arguments(tools[shell], COMMANDS[done])),))
 
 
-@pytest.mark.parametrize("harness", SHELL_HARNESSES)
+@pytest.mark.parametrize("harness", SHELL_HARNESSES + KEYSTROKE_HARNESSES)
 def test_live_traffic_is_recorded_and_the_codecs_take_it(
     harness: str, runtime: DockerRuntime, base_image: str, bundles: dict[str, str], tmp_path: Path
 ) -> None:

@@ -129,8 +129,10 @@ def test_same_instance_gold_empty_wrong(demo_images: list[InstanceImageBuild], d
 def test_validate_through_a_real_harness_accepts_the_gold_engine(
     harness: str, demo_images: list[InstanceImageBuild], tmp_path: Path
 ) -> None:
-    """The gold engine's reference patch through each harness's own tool (or, for Aider, its edit blocks)."""
+    """The gold engine's reference patch through each harness's own tool (or, for Aider, its edit blocks; for
+    Terminus-2, one typed line)."""
     argv = ["validate", str(MANIFEST), "--harness", harness, "--instance-ids", "polar-demo__csvsift-4", "--json"]
+    argv += ["--timeout", "300"]  # a harness that never ends fails in minutes, not at the default half hour
     run = CliRunner().invoke(app(), [*argv, "--out", str(tmp_path / "report.json"), "--run-id", "demo"])
     assert run.exit_code == 0, run.output
     report = orjson.loads(run.stdout)
