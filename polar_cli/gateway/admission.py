@@ -67,11 +67,13 @@ class Admission:
         self.max_per_peer = max_per_peer
         self.open = 0
         self.refused = 0
+        self.seen = 0  # every connection ever put to `admit`, taken or refused
         self._per_peer: Counter[str] = Counter()
         self._refusal_log = RateLimitedLog()
 
     def admit(self, peername: object) -> Verdict:
         peer = peername[0] if isinstance(peername, tuple) and peername else None
+        self.seen += 1
         if self.open >= self.max_connections:
             return self._refuse(peer, f"{self.open} connections open, the process cap")
         if peer is not None and self._per_peer[peer] >= self.max_per_peer:
