@@ -21,7 +21,7 @@ Before step 1 the patch is screened for changes to test infrastructure that the 
 and grades the rest, off (SWE-bench exact) only records them (``Evaluation.tamper``).
 
 A run whose runner could not start (exit 126 or 127) or whose log lacks the test-output markers is outcome
-"error": the machinery failed, the candidate did not.
+"error": the machinery failed, the candidate did not; `run_job` tries it again in a fresh container before it stands.
 
 The scripts are generated as text (`scripts.apply_script`, `scripts.eval_script`, `row_script`), so tests can run them
 against a plain git checkout without Docker.
@@ -29,13 +29,14 @@ against a plain git checkout without Docker.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from polar_cli.errors import ConfigError
-from polar_cli.runtime.base import Container, ContainerSpec, Runtime
+from polar_cli.runtime.base import Container, ContainerSpec, ExecResult, Runtime
 from polar_cli.swe import grading
 from polar_cli.swe.diffs import Patch
 from polar_cli.swe.grading import Grade
@@ -60,6 +61,7 @@ LOG_TAIL = 20_000
 OUTPUT_CAP = 64 * 1024 * 1024
 
 Outcome = Literal["resolved", "unresolved", "error"]
+logger = logging.getLogger("polar.evaluate")
 
 # bash: 126 the command is not executable, 127 it does not exist
 RUNNER_CANNOT_START = (126, 127)
@@ -151,6 +153,8 @@ class EvalOptions:
     network: str = DEFAULT_NETWORK  # the evaluation container's Docker network
     # the patch's changes to test infrastructure (`tamper`): reject the attempt, revert those files, or off (SWE-bench)
     tamper: TamperMode = "reject"
+    # how many times `run_job` tries an evaluation again after an error (the machinery's: `run_job`)
+    error_retries: int = 1
 
 
 def _decode(output: bytes) -> str:
@@ -236,7 +240,7 @@ def evaluate_instance(
             log += f"\n{grading.TESTS_TIMEOUT} after {options.timeout:g} s\n"
             reason = f"the tests timed out after {options.timeout:g} s"
             return verdict(grading.unresolved(reason), applied=not empty, log=log)
-        fault = None if run.truncated else _machinery_fault(log)
+        fault = None if run.truncated else _machinery_fault(log, run)
         if fault is not None:
             return Evaluation(
                 instance.instance_id,
@@ -271,16 +275,25 @@ def _base_sources(container: Container, paths: Sequence[str]) -> dict[str, str]:
     return sources
 
 
-def _machinery_fault(log: str) -> str | None:
-    """Why a finished run says nothing about the patch: the runner did not start, or the markers are missing."""
+def _machinery_fault(log: str, run: ExecResult) -> str | None:
+    """Why a finished run says nothing about the patch: the runner did not start, or the markers are missing (how
+    the script ended is part of the reason: the whole log is in the run's evaluation logs)."""
     code = runner_exit_code(log)
     if code in RUNNER_CANNOT_START:
         return f"the test runner could not start (exit {code}): check the image and the test command"
     if grading.failure_marker(log) is None and (
         grading.START_TEST_OUTPUT not in log or grading.END_TEST_OUTPUT not in log
     ):
-        return "the eval script ended without the test-output markers"
+        return f"the eval script ended without the test-output markers ({_how_it_ended(run)})"
     return None
+
+
+def _how_it_ended(run: ExecResult) -> str:
+    if run.oom_killed:
+        return f"exit {run.exit_code}, a process was killed for memory"
+    if run.exit_code is None:
+        return "its output ended while it still ran"
+    return f"exit {run.exit_code}, {run.output_size} bytes of output"
 
 
 @dataclass(frozen=True, slots=True)
@@ -292,17 +305,40 @@ class EvalJob:
 
 
 def run_job(runtime: Runtime, job: EvalJob) -> Evaluation:
-    """`evaluate_instance`, with a failure of the evaluation itself recorded as outcome "error" instead of raised."""
+    """`evaluate_instance`, with a failure of the evaluation itself recorded as outcome "error" instead of raised.
+
+    An error is the machinery's, never the candidate's: it is tried again in a fresh container, up to
+    ``options.error_retries`` times (a host out of memory, an engine hiccup, a container gone mid-run), and the last
+    error stands only when every try failed. Its ``seconds`` counts every try."""
+    start = time.monotonic()
+    evaluation, retryable = _run_once(runtime, job)
+    for retry in range(job.options.error_retries):
+        if evaluation.outcome != "error" or not retryable:
+            break
+        logger.warning(
+            "%s: evaluation error (%s); trying again in a fresh container (%d of %d)",
+            job.instance.instance_id,
+            evaluation.reason,
+            retry + 1,
+            job.options.error_retries,
+        )
+        evaluation, retryable = _run_once(runtime, job)
+    return replace(evaluation, seconds=time.monotonic() - start)
+
+
+def _run_once(runtime: Runtime, job: EvalJob) -> tuple[Evaluation, bool]:
+    """One try: its evaluation, and whether an error is worth another (a configuration error is not)."""
     start = time.monotonic()
     try:
-        return evaluate_instance(runtime, job.instance, job.patch, job.options, job.model)
+        return evaluate_instance(runtime, job.instance, job.patch, job.options, job.model), True
     except Exception as exc:  # one broken instance (missing image, engine hiccup) must not sink the batch
         reason = f"evaluation failed: {exc}"
         grade = grading.unresolved(reason)
         seconds = time.monotonic() - start
-        return Evaluation(
+        failed = Evaluation(
             job.instance.instance_id, job.model, "error", grade, job.patch is None, reason=reason, seconds=seconds
         )
+        return failed, not isinstance(exc, ConfigError)
 
 
 def evaluate_many(

@@ -36,7 +36,7 @@ Responder = Callable[[str, "FakeContainer"], ExecResult]
 
 def result(output: str | bytes, exit_code: int | None = 0, *, timed_out: bool = False) -> ExecResult:
     data = output.encode() if isinstance(output, str) else output
-    return ExecResult(exit_code, data, timed_out, False, 0.01)
+    return ExecResult(exit_code, data, timed_out, False, 0.01, output_size=len(data))  # as the engine counts it
 
 
 def script_name(argv: Sequence[str]) -> str:

@@ -185,7 +185,8 @@ def test_eval_network_defaults_to_swebenchs_and_reaches_the_grading_container() 
 
     assert parse_recipe(MINIMAL).eval.network == DEFAULT_NETWORK == "bridge"
     recipe = parse_recipe(MINIMAL, ["eval.network=none", "timeouts.eval=30"])
-    runtime = FakeRuntime(lambda name, container: result(">>>>> Applied Patch\n"))
+    graded = ">>>>> Applied Patch\n>>>>> Start Test Output\n>>>>> End Test Output\n"  # one container: no error to retry
+    runtime = FakeRuntime(lambda name, container: result(graded))
     instance = Instance("o__r-1", "o/r", "a" * 40, "", "", "", (), (), test_cmd="pytest")
     plan = SimpleNamespace(image="img:1", instance=instance)
     stages = SimpleNamespace(recipe=recipe, runtime=runtime, model="m")

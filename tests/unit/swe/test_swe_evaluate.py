@@ -91,7 +91,56 @@ def test_test_timeout_is_unresolved() -> None:
 def test_output_without_markers_is_an_error_not_unresolved() -> None:
     cut = result("PASSED tests/t.py::test_bug\nPASSED tests/t.py::test_ok\n")
     evaluation = evaluate_instance(FakeRuntime(responder(apply=APPLIED, eval=cut)), INSTANCE, "x", OPTIONS)
-    assert (evaluation.outcome, evaluation.reason) == ("error", "the eval script ended without the test-output markers")
+    size = len(cut.output)
+    reason = f"the eval script ended without the test-output markers (exit 0, {size} bytes of output)"
+    assert (evaluation.outcome, evaluation.reason) == ("error", reason)
+
+
+def test_the_reason_says_how_the_script_ended() -> None:
+    still_running = result("polar-eval: start\n", None)
+    evaluation = evaluate_instance(FakeRuntime(responder(apply=APPLIED, eval=still_running)), INSTANCE, "x", OPTIONS)
+    assert (
+        evaluation.reason
+        == "the eval script ended without the test-output markers (its output ended while it still ran)"
+    )
+    killed = dataclasses.replace(result("Killed\n", 137), oom_killed=True)
+    evaluation = evaluate_instance(FakeRuntime(responder(apply=APPLIED, eval=killed)), INSTANCE, "x", OPTIONS)
+    assert evaluation.reason is not None and evaluation.reason.endswith("(exit 137, a process was killed for memory)")
+
+
+def scripted(*evals: ExecResult):  # type: ignore[no-untyped-def]
+    """A responder whose eval.sh answers each of ``evals`` in turn, one per container."""
+    left = list(evals)
+
+    def respond(script: str, files: Mapping[str, bytes]) -> ExecResult:
+        return APPLIED if script == "apply.sh" else left.pop(0)
+
+    return respond
+
+
+def test_an_evaluation_error_is_tried_again_in_a_fresh_container_and_the_second_verdict_stands() -> None:
+    runtime = FakeRuntime(scripted(result("cut short\n", None), FIXED))
+    evaluation = run_job(runtime, EvalJob(INSTANCE, INSTANCE.patch, OPTIONS, "m"))
+    assert evaluation.outcome == "resolved"
+    assert len(runtime.containers) == 2 and all(c.removed for c in runtime.containers)
+
+
+def test_an_error_on_every_try_stands_and_no_try_is_made_past_the_retries() -> None:
+    cut = result("cut short\n", None)
+    runtime = FakeRuntime(scripted(cut, cut, cut))
+    options = dataclasses.replace(OPTIONS, error_retries=1)
+    evaluation = run_job(runtime, EvalJob(INSTANCE, INSTANCE.patch, options))
+    assert evaluation.outcome == "error" and len(runtime.containers) == 2
+    runtime = FakeRuntime(scripted(cut))
+    evaluation = run_job(runtime, EvalJob(INSTANCE, INSTANCE.patch, dataclasses.replace(OPTIONS, error_retries=0)))
+    assert evaluation.outcome == "error" and len(runtime.containers) == 1
+
+
+def test_an_unresolved_verdict_is_never_tried_again() -> None:
+    failing = result(marked_log("FAILED tests/t.py::test_bug", "PASSED tests/t.py::test_ok"))
+    runtime = FakeRuntime(scripted(failing, FIXED))
+    evaluation = run_job(runtime, EvalJob(INSTANCE, INSTANCE.patch, OPTIONS))
+    assert evaluation.outcome == "unresolved" and len(runtime.containers) == 1
 
 
 @pytest.mark.parametrize(("patch", "reason"), [(None, "no patch (model_patch is null)"), ("  \n", "empty patch")])
@@ -162,6 +211,14 @@ def test_unknown_repository_without_test_cmd_is_an_error_naming_it() -> None:
         resolve_test_command(unknown)
     evaluation = run_job(FakeRuntime(responder()), EvalJob(unknown, "x", OPTIONS))
     assert evaluation.outcome == "error" and "'o/unknown'" in (evaluation.reason or "")
+
+
+def test_a_configuration_error_is_not_tried_again(caplog: pytest.LogCaptureFixture) -> None:
+    unknown = dataclasses.replace(INSTANCE, repo="o/unknown", test_cmd=None)
+    run_job(FakeRuntime(responder()), EvalJob(unknown, "x", OPTIONS))
+    assert "trying again" not in caplog.text
+    run_job(FakeRuntime(responder(), fail_start=True), EvalJob(INSTANCE, "x", OPTIONS))
+    assert "trying again in a fresh container (1 of 1)" in caplog.text
 
 
 @pytest.mark.parametrize("code", [126, 127])

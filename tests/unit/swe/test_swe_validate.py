@@ -76,7 +76,8 @@ def test_empty_fail_to_pass_and_broken_runs() -> None:
 
 def test_run_without_markers_is_an_error_not_a_broken_instance() -> None:
     v = validate_instance(runtime(GOOD_AFTER, "no markers"), INSTANCE, OPTIONS)
-    assert (v.status, v.reasons) == ("error", ("the eval script ended without the test-output markers",))
+    reason = "the eval script ended without the test-output markers (exit 0, 10 bytes of output)"
+    assert (v.status, v.reasons) == ("error", (reason,))
 
 
 def test_missing_image_is_an_error_not_a_broken_instance() -> None:
