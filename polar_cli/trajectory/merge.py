@@ -1,7 +1,8 @@
 """Capture records in, a trajectory corpus (JSONL or Parquet) out, all-or-nothing: what `polar merge-traces` runs.
 
 Sessions are read one at a time, so peak memory follows the largest session, not the whole capture directory, and
-read as prompt views (`capture.read_session_views`), so reading and merging cost what is on disk.
+read as prompt views (`capture.read_session_views`), so reading and merging cost what is on disk. Each session is
+read, merged and written with the cyclic garbage collector paused (`gcpause`): per-id cost stays flat in session length.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 from polar_cli.capture import CaptureRecord, read_session_views
 from polar_cli.errors import ConfigError
+from polar_cli.trajectory.gcpause import gc_paused
 from polar_cli.trajectory.per_request import per_request, skip_reason
 from polar_cli.trajectory.prefix_merging import DRIFT_POLICIES, Drift, detect_eot_token_id, prefix_merging
 from polar_cli.trajectory.stats import MergeStats
@@ -134,13 +136,17 @@ def merge_capture(
     parts: list[SessionStats] = []
     writer = CorpusWriter(out)
     try:
-        for records in _sessions(files):
-            if strategy is Strategy.prefix_merging:
-                build = prefix_merging(records, eot, drift=drift)
-            else:
-                build = per_request(records)
+        for path in files:
+            with gc_paused():
+                records = read_session_views(path)
+                if not records:
+                    continue
+                if strategy is Strategy.prefix_merging:
+                    build = prefix_merging(records, eot, drift=drift)
+                else:
+                    build = per_request(records)
+                writer.extend(t.to_row() for t in build.traces)
             parts.append(SessionStats(records[0].session_id, build.stats))
-            writer.extend(t.to_row() for t in build.traces)
         if writer.rows == 0:
             writer.abort()
         else:
