@@ -1,4 +1,4 @@
-"""Python's cyclic garbage collector paused while one session is read and merged.
+"""Python's cyclic garbage collector paused while one session is read, merged and written.
 
 Reading a long session makes millions of container objects (records, their dicts and id lists), and every
 allocation counts towards a collection of the generations they sit in: a 400-call session paid ~40% more per id
