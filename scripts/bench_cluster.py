@@ -33,10 +33,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from polar_cli.cluster.config import ClusterConfig
 from polar_cli.cluster.fleet import Fleet
 from polar_cli.cluster.remote import RemoteStages, driver_limits
 from polar_cli.cluster.worker import NodeSpec
+from polar_cli.config.cluster import ClusterConfig
 from polar_cli.node.pools import Job, PoolLimits, RunEnd, StagePools
 from polar_cli.serve.config import parse_serve_config
 from polar_cli.serve.models import TaskRequest

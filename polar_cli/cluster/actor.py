@@ -6,8 +6,8 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from polar_cli.cluster.config import ClusterConfig
 from polar_cli.cluster.worker import NodeSpec, NodeWorker
+from polar_cli.config.cluster import ClusterConfig
 
 
 @cache

@@ -22,15 +22,17 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from polar_cli.cluster.config import ClusterConfig
 from polar_cli.cluster.worker import NodeSpec
+from polar_cli.config.cluster import ClusterConfig
 from polar_cli.errors import PolarError
+from polar_cli.node.health import DependencyLost
 
 log = logging.getLogger("polar.cluster")
 
 
-class ClusterError(PolarError):
-    """The cluster cannot run the work: Ray is not reachable, or no node advertises the resource or starts."""
+class ClusterError(DependencyLost):
+    """The cluster cannot run the work: Ray is not reachable, or no node advertises the resource or starts (a lost
+    dependency: the run writes its summary and exits 1)."""
 
 
 class NodeLost(PolarError):

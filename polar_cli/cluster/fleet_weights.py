@@ -23,10 +23,38 @@ from typing import TYPE_CHECKING, Any
 from polar_cli.cluster.fleet import Fleet, Member, _await, actor_errors
 
 if TYPE_CHECKING:
-    from polar_cli.cluster.serve import FleetGate
     from polar_cli.serve.models import WeightsRequest
 
 log = logging.getLogger("polar.cluster")
+
+
+class FleetGate:
+    """The model-call gate of every node at once."""
+
+    def __init__(self, fleet: Fleet) -> None:
+        self.fleet = fleet
+        self.paused: str | None = None
+        self.weight_version: str | None = None
+
+    async def pause(self, mode: Any, timeout: float | None = None) -> int:
+        self.paused = str(mode)
+        return sum(int(n) for n in await self.fleet.broadcast("pause", mode))
+
+    async def resume(self) -> None:
+        self.paused = None
+        await self.fleet.broadcast("resume")
+
+    async def set_weight_version(self, version: str | None) -> None:
+        self.weight_version = version
+        await self.fleet.broadcast("set_weight_version", version)
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "paused": self.paused is not None,
+            "mode": self.paused,
+            "weight_version": self.weight_version,
+            "nodes": len(self.fleet.live()),
+        }
 
 
 class FleetWeights:

@@ -37,12 +37,21 @@ def generate(
     without duplicating or losing a row.
     """
     from polar_cli.config import load_recipe
+    from polar_cli.generate.run import Elsewhere
     from polar_cli.generate.run import generate as run_generate
+    from polar_cli.report.live import Refresher
 
     with exit_codes():
         loaded = load_recipe(recipe, overrides or [])
         run_dir = out or Path(loaded.output.dir or Path("runs") / (loaded.name or recipe.stem))
-        outcome = run_generate(loaded, run_dir, live=not no_progress and not json_, report_every=report_every)
+        elsewhere: Elsewhere | None = None
+        if loaded.cluster.enabled:
+            from polar_cli.cluster.generate import run_on_cluster
+
+            elsewhere = run_on_cluster
+        refresher = Refresher(run_dir, report_every) if report_every > 0 else None
+        live = not no_progress and not json_
+        outcome = run_generate(loaded, run_dir, live=live, elsewhere=elsewhere, refresher=refresher)
     summary = outcome.summary
     if json_:
         typer.echo(orjson.dumps(summary).decode())

@@ -84,7 +84,7 @@ def images(
 
             names = _harness_names(kind, target)
             with DockerRuntime(connect(timeout=3600)) as runtime:
-                rows = build_bundles(runtime, names, log)
+                rows = build_bundles(runtime.client, names, log)
     if json_out:
         typer.echo(orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode())
         return

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -29,7 +30,8 @@ def serve(
     metrics_host: Annotated[str, typer.Option(help="Address of the metrics port")] = "127.0.0.1",
 ) -> None:
     """Serve rollouts: TaskRequests in, GRPO groups of token-exact trajectories with rewards out, durable."""
-    from polar_cli.serve.config import load_serve_config
+    from polar_cli.serve.config import ServeConfig, load_serve_config
+    from polar_cli.serve.node import LocalNode, Node
     from polar_cli.serve.run import serve as run_service
     from polar_cli.serve.run import serve_logging, state_lock
 
@@ -43,6 +45,12 @@ def serve(
             extra.append(f"service.state_dir={state_dir}")
         settings = load_serve_config(config, extra)
         directory = Path(settings.service.state_dir)
+        node: Callable[[ServeConfig, Path], Node] = LocalNode
+        if settings.cluster.enabled:  # the cluster's nodes run the sessions (polar_cli/cluster/README.md)
+            from polar_cli.cluster.serve import ClusterNode
+
+            node = ClusterNode
         with state_lock(directory), serve_logging(directory, log_level):
-            code = asyncio.run(run_service(settings, metrics_port=metrics_port, metrics_host=metrics_host))
+            service = run_service(settings, node_factory=node, metrics_port=metrics_port, metrics_host=metrics_host)
+            code = asyncio.run(service)
     raise typer.Exit(code)

@@ -163,7 +163,7 @@ def bundle_checks(
 
 def manifest_check(recipe: Recipe) -> tuple[Check, list[Instance]]:
     """The instances the recipe's manifest and selection choose (as `polar generate` selects them)."""
-    from polar_cli.generate.run import select_instances
+    from polar_cli.tasks.select import select_instances
 
     source = recipe.manifest.source
     try:

@@ -94,7 +94,7 @@ def preflight(
         checks.append(docker)
     if has_image is not None:
         if instances is None:
-            from polar_cli.generate.run import select_instances
+            from polar_cli.tasks.select import select_instances
 
             try:
                 instances = select_instances(recipe)

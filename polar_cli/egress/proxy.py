@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from polar_cli.egress.policy import Allowlist, BadRequest, Target, address_refused, decide, parse_head
+from polar_cli.runtime.base import socket_parent
 from polar_cli.runtime.egress import EGRESS_SOCKET_NAME
 
 log = logging.getLogger("polar.egress")
@@ -96,14 +97,6 @@ async def resolve_host(host: str, port: int) -> list[str]:
     return list(dict.fromkeys(str(info[4][0]) for info in infos))
 
 
-def egress_socket_parent() -> str | None:
-    """Where a session's socket directory goes: the gateway's choice (``POLAR_GATEWAY_SOCKET_PARENT``, else the
-    system's temporary directory); the Docker engine must see it."""
-    from polar_cli.node.gateway import socket_parent
-
-    return socket_parent()
-
-
 @dataclass(slots=True)
 class _Session:
     rules: Allowlist
@@ -132,7 +125,7 @@ class EgressProxy:
         """Listen for ``session_id`` on a socket of its own; returns its directory (holding only the socket)."""
         if session_id in self._sessions:
             raise ValueError(f"egress for session {session_id} is open already")
-        directory = Path(tempfile.mkdtemp(prefix="polar-egress-", dir=parent or egress_socket_parent()))
+        directory = Path(tempfile.mkdtemp(prefix="polar-egress-", dir=parent or socket_parent()))
         directory.chmod(0o755)  # a sandbox's user (any uid) must traverse it
         session = _Session(rules, directory)
         self._sessions[session_id] = session

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from polar_cli.corpus.writer import read_jsonl
+from polar_cli.corpus.reading import read_rows, sessions
 from polar_cli.errors import ConfigError
 from polar_cli.export.atif import session_to_atif
 from polar_cli.generate.state import CORPUS, REJECTS
@@ -53,7 +53,7 @@ def export_atif(
     for source in sources:
         if not source.is_file():
             continue
-        for rows in sessions(read_jsonl(source)):
+        for rows in sessions(read_rows(source)):
             entry = _entry(rows[0], source.name)
             try:
                 doc = session_to_atif(rows, prompt_ids=prompt_ids)
@@ -71,18 +71,6 @@ def export_atif(
             index.append(entry)
     _write_whole(out / INDEX, b"".join(orjson.dumps(e) + b"\n" for e in index))
     return ExportResult(out, written, skipped)
-
-
-def sessions(rows: Iterable[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
-    """Consecutive rows of one session (same ``key`` and ``session_id``) as one list."""
-    group: list[dict[str, Any]] = []
-    for row in rows:
-        if group and (row.get("key"), row.get("session_id")) != (group[0].get("key"), group[0].get("session_id")):
-            yield group
-            group = []
-        group.append(row)
-    if group:
-        yield group
 
 
 def _entry(row: Mapping[str, Any], source: str) -> dict[str, Any]:

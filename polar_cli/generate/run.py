@@ -23,7 +23,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from polar_cli.cluster.fleet import ClusterError
 from polar_cli.config import Recipe
 from polar_cli.corpus.writer import finalize_parquet
 from polar_cli.dirlock import directory_lock
@@ -34,7 +33,6 @@ from polar_cli.generate.stages import GenerateStages, SessionPlan, plan_sessions
 from polar_cli.generate.state import CORPUS, RunState, Verdict
 from polar_cli.generate.summary import summarize, write_summary
 from polar_cli.generate.watches import Requeue, detection_window, docker_watch, engine_watch
-from polar_cli.harbor.tasks import HarborTask, is_task_source, load_tasks
 from polar_cli.inference.engines import EngineHandle, open_engine
 from polar_cli.metrics.generate import Hooks, attach_hooks
 from polar_cli.node.gateway import NodeGateway
@@ -42,7 +40,8 @@ from polar_cli.node.health import DependencyLost, Outages, Watch
 from polar_cli.node.pools import Job, PoolLimits, StagePools, Timings
 from polar_cli.node.session_steps import SessionSteps
 from polar_cli.runtime.base import Runtime
-from polar_cli.swe.manifest import Instance, load_manifest, parse_shard, select
+from polar_cli.swe.manifest import Instance
+from polar_cli.tasks.select import prepare_images, select_tasks
 
 log = logging.getLogger("polar.generate")
 
@@ -55,57 +54,6 @@ class PreflightFailed(PolarError):
 class Outcome:
     summary: dict[str, Any]
     interrupted: bool
-
-
-def select_instances(recipe: Recipe) -> list[Instance]:
-    return select_tasks(recipe)[0]
-
-
-def select_tasks(recipe: Recipe) -> tuple[list[Instance], dict[str, HarborTask]]:
-    """The selected instances, and the Harbor task of each that is one (a manifest source that is a folder of Harbor
-    tasks: each task an `Instance` whose image is its own, `harbor.images`)."""
-    m = recipe.manifest
-    harbor: dict[str, HarborTask] = {}
-    if is_task_source(m.source):
-        from polar_cli.harbor.images import base_tag, task_image
-
-        base = base_tag()
-        harbor = {t.name: t for t in load_tasks(m.source)}
-        rows = [t.instance(task_image(t, recipe.harbor.base_images, base).tag) for t in harbor.values()]
-    else:
-        rows = load_manifest(m.source)
-    chosen = select(
-        rows,
-        instance_ids=m.instance_ids,
-        repos=m.repos,
-        limit=m.limit,
-        shard=parse_shard(m.shard) if m.shard else None,
-    )
-    if not chosen:
-        raise ConfigError(f"manifest {m.source}: no instance selected")
-    return chosen, {i.instance_id: harbor[i.instance_id] for i in chosen if i.instance_id in harbor}
-
-
-def prepare_images(
-    recipe: Recipe, instances: list[Instance], runtime: Runtime, harbor: dict[str, HarborTask] | None = None
-) -> tuple[dict[str, str | None], dict[str, str]]:
-    """(harness -> bundle to mount or None, instance_id -> image), building or pulling what is missing."""
-    from polar_cli.harness.session import mount_bundle
-    from polar_cli.swe.images import build_instance_images, ensure_image, instance_image
-
-    build = recipe.runtime.build_images
-    bundles = {a.name: mount_bundle(runtime, a, build=build, log=log.info) for a in recipe.adapters()}
-    if harbor:
-        from polar_cli.harbor.images import ensure_task_images
-
-        tasks = list(harbor.values())
-        return bundles, ensure_task_images(tasks, recipe.harbor.base_images, runtime, build=build, log=log.info)
-    images = {i.instance_id: instance_image(i, recipe.manifest.image_template) for i in instances}
-    if build and any(i.build is not None for i in instances):
-        build_instance_images(recipe.manifest.source, runtime, log=log.info)
-    for image in sorted(set(images.values())):
-        ensure_image(runtime, image)
-    return bundles, images
 
 
 def check_preflight(recipe: Recipe, out: Path, instances: list[Instance], runtime: Runtime) -> None:
@@ -274,26 +222,42 @@ async def run_watched(work: Coroutine[Any, Any, None], watching: list[Watch]) ->
         await asyncio.wait([main, *guards], timeout=30)
 
 
+# runs the planned sessions on other machines instead of this one's pools (`cluster.generate.run_on_cluster`): handed
+# in by the command, which stands above both, so that this run knows no cluster
+Elsewhere = Callable[[Recipe, Path, list[SessionPlan], "Generation", dict[str, Any]], Coroutine[Any, Any, None]]
+
+
 def generate(
     recipe: Recipe,
     out: Path,
     *,
     live: bool = True,
     runtime_factory: Callable[[], Runtime] | None = None,
-    report_every: int = 0,
+    elsewhere: Elsewhere | None = None,
+    refresher: Any = None,
 ) -> Outcome:
     """Run (or resume) ``recipe`` in ``out``; returns the summary. ConfigError / RuntimeFailure / UpstreamError
-    escape before any session started; `DirectoryBusy` when another process runs in ``out`` (`dirlock`)."""
+    escape before any session started; `DirectoryBusy` when another process runs in ``out`` (`dirlock`).
+
+    ``elsewhere`` runs the sessions on a cluster (required when the recipe sets ``cluster.ray.address``);
+    ``refresher`` is told of each finished session and closed at the end (`report.live.Refresher`)."""
+    if recipe.cluster.enabled and elsewhere is None:
+        raise ConfigError("cluster.ray.address is set, but no cluster runner was given (polar generate gives one)")
     with directory_lock(out, "run directory"):
-        return _generate(recipe, out, live=live, runtime_factory=runtime_factory, report_every=report_every)
+        return _generate(recipe, out, live, runtime_factory, elsewhere, refresher)
 
 
 def _generate(
-    recipe: Recipe, out: Path, *, live: bool, runtime_factory: Callable[[], Runtime] | None, report_every: int
+    recipe: Recipe,
+    out: Path,
+    live: bool,
+    runtime_factory: Callable[[], Runtime] | None,
+    elsewhere: Elsewhere | None,
+    refresher: Any,
 ) -> Outcome:
     state = RunState(out, recipe, fsync=recipe.output.fsync)
     interrupted = False
-    lost: DependencyLost | DiskFull | ClusterError | None = None
+    lost: DependencyLost | DiskFull | None = None
     engine_info: dict[str, Any] = {"kind": recipe.engine.kind, "model": previous_model(out, recipe)}
     plans: list[SessionPlan] = []
     started = time.monotonic()
@@ -308,9 +272,9 @@ def _generate(
         try:
             instances, harbor = select_tasks(recipe)
             adapters = recipe.adapters()
-            if recipe.cluster.enabled and harbor:
+            if elsewhere is not None and harbor:
                 raise ConfigError("Harbor tasks run on one machine for now (cluster.ray.address is set)")
-            if recipe.cluster.enabled:
+            if elsewhere is not None:
                 # the driver needs no Docker: every node prepares its own images, bundles and engine
                 from polar_cli.swe.images import instance_image
 
@@ -338,12 +302,10 @@ def _generate(
                 "%d session(s) planned, %d finished before, %d to run", len(plans), len(plans) - len(todo), len(todo)
             )
             generation = Generation(state, progress)
-            hooks = attach_hooks(recipe, out, progress, report_every)
+            hooks = attach_hooks(recipe, progress, refresher)
             generation.listeners.append(hooks.on_result)
-            if recipe.cluster.enabled:
-                from polar_cli.cluster.generate import run_on_cluster
-
-                work = partial(run_on_cluster, recipe, out, todo, generation, engine_info)
+            if elsewhere is not None:
+                work = partial(elsewhere, recipe, out, todo, generation, engine_info)
             else:
                 assert runtime is not None
                 pools = (docker_pool, engine_pool)
@@ -358,7 +320,7 @@ def _generate(
         except (KeyboardInterrupt, asyncio.CancelledError):  # Ctrl-C, or SIGTERM (which cancels the main task)
             interrupted = True
             log.warning("interrupted: containers removed, rows so far kept; run the same command to resume")
-        except (DependencyLost, DiskFull, ClusterError) as exc:  # the summary is still written; exit 1 with this line
+        except (DependencyLost, DiskFull) as exc:  # a lost cluster too (`ClusterError`); the summary is still written
             lost = exc
             log.error("%s; rows so far kept, run the same command to resume", exc)
         finally:

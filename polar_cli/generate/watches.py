@@ -22,8 +22,8 @@ from typing import Any
 
 from polar_cli.config import EngineConfig, Recipe
 from polar_cli.inference.engines import EngineHandle
-from polar_cli.inference.liveness import EngineLiveness
 from polar_cli.node.health import Check, Gone, Outages, Watch, restart_with_backoff
+from polar_cli.node.liveness import EngineLiveness
 from polar_cli.node.pools import Job, StagePools
 from polar_cli.runtime.base import Runtime
 

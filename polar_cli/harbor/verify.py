@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from polar_cli.harbor.tasks import SOLUTION_DIR, TESTS_DIR, VERIFIER_DIR, HarborTask
-from polar_cli.inference.gold import heredoc_delimiter, needs_encoding
 from polar_cli.runtime.base import Container, ContainerSpec, Runtime
+from polar_cli.runtime.shell import heredoc_delimiter, needs_encoding
 from polar_cli.swe.evaluate import Evaluation, Outcome
 from polar_cli.swe.grading import Grade, ResolvedStatus
 

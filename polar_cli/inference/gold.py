@@ -23,7 +23,6 @@ rejected. To a keystroke harness its final message is `task_complete` with nothi
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 import re
 import shlex
@@ -31,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from polar_cli.runtime.shell import heredoc_delimiter, needs_encoding
 from polar_cli.swe.diffs import hunks, split_patch
 
 # known shell tools first, in case a harness offers two tools that take a command
@@ -136,28 +136,6 @@ def shell_arguments(function: Mapping[str, Any], command: str) -> dict[str, Any]
         elif kind == "boolean":
             args[name] = False
     return args
-
-
-def heredoc_delimiter(text: str) -> str:
-    """A heredoc delimiter that is no line of ``text`` (derived from its digest, lengthened on the odd clash)."""
-    lines = set(text.splitlines())
-    digest = hashlib.sha256(text.encode()).hexdigest()
-    for size in range(8, len(digest) + 1, 4):
-        delimiter = f"POLAR_GOLD_PATCH_{digest[:size]}"
-        if delimiter not in lines:
-            return delimiter
-    raise ValueError("no free heredoc delimiter")  # every digest prefix is a line of the patch: not a real patch
-
-
-# what some harnesses' shell tools refuse to run even inside a quoted heredoc (Gemini CLI: command substitution)
-_SUBSTITUTIONS = ("`", "$(", "<(", ">(")
-
-
-def needs_encoding(patch: str) -> bool:
-    """Whether the patch must travel base64-encoded: it holds substitution syntax or control characters."""
-    if any(token in patch for token in _SUBSTITUTIONS):
-        return True
-    return any(ord(c) < 32 and c not in "\t\n" for c in patch)
 
 
 def apply_patch_command(patch: str, workdir: str) -> str:

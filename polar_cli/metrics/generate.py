@@ -1,15 +1,14 @@
 """`polar generate`'s metrics and live report: a listener of finished sessions and a collector of its stage counts.
 
-`attach` is the run's one hook (`generate.run`): it starts the metrics port when the recipe has ``metrics.port``
-and the report refresher when ``--report-every`` asks for one, and returns what the run calls per finished session
-and at its end.
+`attach_hooks` is the run's one hook (`generate.run`): it starts the metrics port when the recipe has
+``metrics.port`` and the report refresher the command hands it (``--report-every``: `report.live.Refresher`, made by
+`commands.generate`, which stands above both), and returns what the run calls per finished session and at its end.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 from prometheus_client import Counter
@@ -61,20 +60,17 @@ def session_finished(kind: str, row: dict[str, Any]) -> None:
 class Hooks:
     """What a run calls: `on_result` per finished session, `close` once the summary is written."""
 
-    def __init__(self, recipe: Any, out: Path, progress: Any, report_every: int) -> None:
+    def __init__(self, recipe: Any, progress: Any, refresher: Any = None) -> None:
         self.server: Any = None
         self.collector: StageCollector | None = None
-        self.refresher: Any = None
+        self.refresher = refresher
         if recipe.metrics.port is not None:
             self.collector = StageCollector(progress)
             REGISTRY.register(self.collector)
             self.server, port = start(recipe.metrics.port, recipe.metrics.host)
             log.info("metrics of this run on http://%s:%d/metrics", recipe.metrics.host, port)
-        if report_every > 0:
-            from polar_cli.report.live import Refresher
-
-            self.refresher = Refresher(out, report_every)
-            self.refresher.start()
+        if refresher is not None:
+            refresher.start()
 
     def on_result(self, kind: str, row: dict[str, Any]) -> None:
         session_finished(kind, row)
@@ -91,5 +87,5 @@ class Hooks:
             REGISTRY.unregister(self.collector)
 
 
-def attach_hooks(recipe: Any, out: Path, progress: Any, report_every: int = 0) -> Hooks:
-    return Hooks(recipe, out, progress, report_every)
+def attach_hooks(recipe: Any, progress: Any, refresher: Any = None) -> Hooks:
+    return Hooks(recipe, progress, refresher)

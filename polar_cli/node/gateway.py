@@ -28,7 +28,7 @@ from polar_cli.gateway.server import GatewayServer
 from polar_cli.gateway.sessions import SessionRegistry
 from polar_cli.inference.engines import EngineHandle
 from polar_cli.inference.gold import Task
-from polar_cli.runtime.base import GATEWAY_SOCKET_NAME
+from polar_cli.runtime.base import GATEWAY_SOCKET_NAME, socket_parent
 
 log = logging.getLogger("polar.node")
 
@@ -128,9 +128,3 @@ class NodeGateway:
             self.capture.close()
             if self.socket_dir is not None:
                 shutil.rmtree(self.socket_dir, ignore_errors=True)
-
-
-def socket_parent() -> str | None:
-    """Where the socket's directory goes: ``POLAR_GATEWAY_SOCKET_PARENT``, else the system's temporary directory
-    (short: a Unix socket's path is limited to 107 bytes). The Docker engine must see it (a local engine)."""
-    return os.environ.get("POLAR_GATEWAY_SOCKET_PARENT") or None

@@ -24,7 +24,8 @@ from typing import Any
 import orjson
 
 from polar_cli.generate.state import RUN
-from polar_cli.report.data import Session, figures, iter_sessions, read_json, read_log, session_summary
+from polar_cli.report.data import figures, iter_sessions, read_log, session_summary
+from polar_cli.report.session import Session, read_json
 from polar_cli.report.vocab import Decoder, tokenizer_dir
 
 ASSETS = Path(__file__).with_name("assets")

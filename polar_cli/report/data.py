@@ -12,75 +12,17 @@ writing now), summary.json may not exist yet, a session's last rows may not all 
 
 from __future__ import annotations
 
-import re
 import time
-import zlib
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
-
+from polar_cli.corpus.reading import read_rows, sessions
 from polar_cli.generate.state import CORPUS, ERRORS, REJECTS, RUN, STATE
 from polar_cli.report.serve_dir import is_serve_dir, serve_figures, serve_sessions
+from polar_cli.report.session import Session, read_json
 
 STAGES = ("init", "ready_wait", "run", "postrun", "eval")
-
-
-def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
-    """Complete rows of a JSONL file that may be written as we read: a torn or half-flushed last line is skipped."""
-    if not path.exists():
-        return
-    with path.open("rb") as fh:
-        for raw in fh:
-            if not raw.endswith(b"\n"):
-                return
-            try:
-                row = orjson.loads(raw)
-            except orjson.JSONDecodeError:
-                continue
-            if isinstance(row, dict):
-                yield row
-
-
-def read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        value = orjson.loads(path.read_bytes())
-    except (OSError, orjson.JSONDecodeError):
-        return None
-    return value if isinstance(value, dict) else None
-
-
-@dataclass(frozen=True, slots=True)
-class Session:
-    """One session: its rows (one per trace; one row for an error or a session without traces) and its file."""
-
-    kind: str  # accepted | rejected | error | a serve status
-    rows: list[dict[str, Any]]
-
-    @property
-    def head(self) -> dict[str, Any]:
-        return self.rows[0]
-
-    @property
-    def ident(self) -> str:
-        return str(self.head.get("session_id") or self.head.get("key") or "")
-
-    @property
-    def page(self) -> str:
-        """Its viewer's file name: readable, and unique even when two ids differ only in characters cut out."""
-        ident = self.ident
-        salt = f"{self.kind}:{ident}:{self.head.get('key')}"
-        safe = re.sub(r"[^A-Za-z0-9._-]+", "_", ident)[:80]
-        return f"{safe}-{zlib.crc32(salt.encode()):08x}.html"
-
-    def traces(self) -> list[dict[str, Any]]:
-        """Each trace with its row's conversation: corpus rows carry them per row, error rows under ``traces``."""
-        if self.kind == "error":
-            return [{"trace": t, "messages": t.get("messages") or [], "tools": t.get("tools"), "lineage":
-                     (t.get("metadata") or {}).get("lineage")} for t in self.head.get("traces") or []]  # fmt: skip
-        return [r for r in self.rows if r.get("trace")]
 
 
 def is_run_dir(path: Path) -> bool:
@@ -104,7 +46,7 @@ def figures(run_dir: Path) -> dict[str, Any]:
     written = read_json(run_dir / "summary.json") or {}
     run = read_json(run_dir / RUN) or {}
     recipe = run.get("recipe") or {}
-    segment = max((int(e.get("segment") or 0) for e in read_jsonl(run_dir / STATE)), default=0)
+    segment = max((int(e.get("segment") or 0) for e in read_rows(run_dir / STATE)), default=0)
     data = summarize(
         run_dir,
         gpus=int(written.get("gpus") or 0),
@@ -138,15 +80,9 @@ def iter_sessions(run_dir: Path) -> Iterator[Session]:
         yield from serve_sessions(run_dir)
         return
     for kind, name in (("accepted", CORPUS), ("rejected", REJECTS)):
-        group: list[dict[str, Any]] = []
-        for row in read_jsonl(run_dir / name):
-            if group and (row.get("key"), row.get("session_id")) != (group[0].get("key"), group[0].get("session_id")):
-                yield Session(kind, group)
-                group = []
-            group.append(row)
-        if group:
-            yield Session(kind, group)
-    for row in read_jsonl(run_dir / ERRORS):
+        for rows in sessions(read_rows(run_dir / name)):
+            yield Session(kind, rows)
+    for row in read_rows(run_dir / ERRORS):
         yield Session("error", [row])
 
 

@@ -11,10 +11,10 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from polar_cli.report.data import Session
+from polar_cli.corpus.reading import read_rows
+from polar_cli.report.session import Session
 
 JOURNAL = "journal.jsonl"
 RESULTS = "results"
@@ -25,11 +25,9 @@ def is_serve_dir(path: Path) -> bool:
 
 
 def _requests(state_dir: Path) -> dict[str, dict[str, Any]]:
-    from polar_cli.report.data import read_jsonl
-
     return {
         str(line.get("task_id")): line.get("request") or {}
-        for line in read_jsonl(state_dir / JOURNAL)
+        for line in read_rows(state_dir / JOURNAL)
         if line.get("type") == "task"
     }
 
@@ -91,18 +89,14 @@ def _rows(result: dict[str, Any], request: dict[str, Any]) -> list[dict[str, Any
 
 
 def _results(state_dir: Path) -> Iterator[dict[str, Any]]:
-    from polar_cli.report.data import read_jsonl
-
     folder = state_dir / RESULTS
     if not folder.is_dir():
         return
     for path in sorted(folder.glob("*.jsonl")):
-        yield from read_jsonl(path)
+        yield from read_rows(path)
 
 
 def serve_sessions(state_dir: Path) -> Iterator[Session]:
-    from polar_cli.report.data import Session
-
     requests = _requests(state_dir)
     for result in _results(state_dir):
         rows = _rows(result, requests.get(str(result.get("task_id")), {}))

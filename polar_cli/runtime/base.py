@@ -7,6 +7,7 @@ the same seam. Nothing outside `polar_cli/runtime/` imports the docker SDK.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,6 +36,13 @@ RELAY_ROOT = "/opt/polar/relay"
 RELAY_BIN = f"{RELAY_ROOT}/polar-relay"
 RELAY_PORT = 47011
 RELAY_URL = f"http://127.0.0.1:{RELAY_PORT}"
+
+
+def socket_parent() -> str | None:
+    """Where a host socket's directory goes (the gateway's, an egress proxy's): ``POLAR_GATEWAY_SOCKET_PARENT``, else
+    the system's temporary directory (short: a Unix socket's path is limited to 107 bytes). The Docker engine must
+    see it (a local engine)."""
+    return os.environ.get("POLAR_GATEWAY_SOCKET_PARENT") or None
 
 
 def network_mode(network: str) -> str:

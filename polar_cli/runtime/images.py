@@ -28,14 +28,11 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from polar_cli.errors import RuntimeFailure
 from polar_cli.runtime.base import MANAGED_LABEL, ROLE_LABEL, Log
 from polar_cli.runtime.bootstrap import BaseRecipe, bootstrap_rootfs, debian_mirror, scratch_dir
-
-if TYPE_CHECKING:
-    from polar_cli.runtime.docker import DockerRuntime
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
@@ -253,12 +250,13 @@ def ensure_relay_image(client: Any, *, names: ImageNames | None = None, log: Log
     return _ensure_planned(client, relay_image_plan(names), log)
 
 
-def build_relay(runtime: DockerRuntime, log: Log = print) -> dict[str, Any]:
-    """The relay image and its data container (scripts/setup-docker); older relay images are removed."""
-    result = ensure_relay_image(runtime.client, log=log)
-    container = ensure_bundle_container(runtime.client, result.image)
-    remove_stale_bundle_containers(runtime.client, "", keep=container, prefix="polar-bundle-relay-")
-    superseded = remove_superseded_images(runtime.client, result.image) if result.built else []
+def build_relay(client: Any, log: Log = print) -> dict[str, Any]:
+    """The relay image and its data container (scripts/setup-docker), through the Docker SDK's ``client``; older relay
+    images are removed."""
+    result = ensure_relay_image(client, log=log)
+    container = ensure_bundle_container(client, result.image)
+    remove_stale_bundle_containers(client, "", keep=container, prefix="polar-bundle-relay-")
+    superseded = remove_superseded_images(client, result.image) if result.built else []
     return {
         "kind": "relay",
         "image": result.image,
@@ -440,10 +438,9 @@ def remove_superseded_images(client: Any, keep: str) -> list[str]:
     return removed
 
 
-def build_bundles(runtime: DockerRuntime, names: list[str], log: Log) -> list[dict[str, Any]]:
-    """`polar images build base|harness`: base, the toolchains and the named bundle images, their data containers, and
-    the cleanup of what they superseded; one result row per image."""
-    client = runtime.client
+def build_bundles(client: Any, names: list[str], log: Log) -> list[dict[str, Any]]:
+    """`polar images build base|harness` through the Docker SDK's ``client``: base, the toolchains and the named
+    bundle images, their data containers, and the cleanup of what they superseded; one result row per image."""
     toolchains = {toolchain(name) for name in names}
     stages: list[tuple[str, Callable[..., BuildResult]]] = [("base", ensure_base_image)]
     stages += [(kind, ensure) for kind, ensure in TOOLCHAIN_ENSURE.items() if kind in toolchains]

@@ -18,17 +18,17 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from polar_cli.cluster.config import ClusterConfig
 from polar_cli.config import (
     BuilderConfig,
     ConcurrencyConfig,
     EngineConfig,
     EvalConfig,
     RuntimeConfig,
+    Strict,
     TimeoutsConfig,
-    _Strict,
     resolve_paths,
 )
+from polar_cli.config.cluster import ClusterConfig
 from polar_cli.errors import ConfigError
 from polar_cli.harness.base import HarnessAdapter
 from polar_cli.harness.custom import CustomHarnessConfig, check_custom_names
@@ -37,7 +37,7 @@ from polar_cli.overrides import apply_override, errors_text, plain
 TOKEN_ENV = "POLAR_SERVE_TOKEN"
 
 
-class CallbackConfig(_Strict):
+class CallbackConfig(Strict):
     attempts: int = Field(default=8, ge=1)
     """Deliveries tried per task before it is marked failed (visible in /v1/status; results stay served)."""
     backoff: float = Field(default=1.0, ge=0)
@@ -47,7 +47,7 @@ class CallbackConfig(_Strict):
     """Seconds one delivery may take (a receiver that hangs is a failed attempt)."""
 
 
-class ServiceConfig(_Strict):
+class ServiceConfig(Strict):
     host: str = "127.0.0.1"
     """Address the service listens on; anything beyond loopback needs ``auth_token``."""
     port: int = Field(default=8200, ge=0, le=65535)
@@ -74,7 +74,7 @@ class ServiceConfig(_Strict):
     every trace; None: what the engine reports, else unknown."""
 
 
-class ServeConfig(_Strict):
+class ServeConfig(Strict):
     name: str = "serve"
     """Names the evaluation logs' run directory (logs/run_evaluation/<name>/...)."""
     harnesses: list[str] = Field(min_length=1)

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from polar_cli.dirlock import directory_lock
+from polar_cli.errors import ConfigError
 from polar_cli.gateway.server import GatewayServer, ServerLimits
 from polar_cli.metrics.serve import ServeMetrics, serve_metrics
 from polar_cli.serve.api import ServiceApi
@@ -67,9 +68,7 @@ async def serve(
     state_dir = Path(config.service.state_dir)
     journal = Journal(state_dir, fsync=config.service.fsync)
     if config.cluster.enabled and node_factory is LocalNode:
-        from polar_cli.cluster.serve import ClusterNode
-
-        node_factory = ClusterNode
+        raise ConfigError("cluster.ray.address is set, but no cluster node was given (polar serve gives one)")
     service = RolloutService(config, journal, node_factory(config, state_dir))
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()

@@ -23,16 +23,13 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import httpx
 
 from polar_cli.inference.control import PROBE_IDS, Checkpoint, ReloadError, load, moved, probe, served_version
 from polar_cli.serve.models import WeightsRequest
 from polar_cli.serve.tasks import TaskError
-
-if TYPE_CHECKING:
-    from polar_cli.serve.service import RolloutService
 
 log = logging.getLogger("polar.serve")
 # a probe log-probability that changes by less than this has not moved (fp32 noise is ~1e-6)
@@ -47,6 +44,19 @@ class SyncFailed(Exception):
         self.report = report
 
 
+class Pausable(Protocol):
+    """What a sync needs of the service (`serve.service.RolloutService`): its node, and its gate on model calls."""
+
+    node: Any
+    paused: str | None
+
+    async def pause(self, mode: str) -> dict[str, Any]: ...
+
+    async def resume(self) -> dict[str, Any]: ...
+
+    async def set_weights(self, version: str) -> dict[str, Any]: ...
+
+
 @dataclass(frozen=True, slots=True)
 class WeightTargets:
     """What a node lets a sync reach: its engine servers in rotation, the control family, the served model."""
@@ -58,7 +68,7 @@ class WeightTargets:
 
 
 async def sync(
-    service: RolloutService, request: WeightsRequest, *, transport: httpx.AsyncBaseTransport | None = None
+    service: Pausable, request: WeightsRequest, *, transport: httpx.AsyncBaseTransport | None = None
 ) -> dict[str, Any]:
     """Load, check, stamp (Rules 1-3); ``transport``: how the engines are reached (tests).
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Collection
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,3 +56,89 @@ def test_every_test_module_has_a_basename_of_its_own() -> None:
 
     names = Counter(p.name for p in (ROOT / "tests").rglob("test_*.py"))
     assert not [name for name, n in names.items() if n > 1]
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _targets(path: Path, modules: Collection[str]) -> set[str]:
+    """The polar_cli modules a file imports, anywhere in it (a function's lazy import and a type-only one count);
+    ``from package import submodule`` names the submodule alone."""
+    names: set[str] = set()
+    package = _module_name(path).split(".")
+    if path.name != "__init__.py":
+        package = package[:-1]
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package[: len(package) - node.level + 1] + ([node.module] if node.module else []))
+            inner = {f"{base}.{a.name}" for a in node.names}
+            submodules = {n for n in inner if n in modules}
+            names.update(submodules)
+            if submodules != inner:  # a name defined in the module itself
+                names.add(base)
+    return {n for n in names if n.split(".")[0] == "polar_cli"}
+
+
+def _graph() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    """(file -> files it imports, room -> rooms it imports); a room is a package folder or a top-level module."""
+    modules = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    files: dict[str, set[str]] = {}
+    rooms: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        imported = {t for t in _targets(path, modules) if t in modules and t != name}
+        files[name] = imported
+        room = ".".join(name.split(".")[:2])
+        rooms.setdefault(room, set()).update(".".join(t.split(".")[:2]) for t in imported)
+        rooms[room].discard(room)
+    return files, rooms
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected parts of more than one node (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            part = stack[stack.index(v) :]
+            del stack[stack.index(v) :]
+            if len(part) > 1:
+                found.append(sorted(part))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_packages_import_one_way_down() -> None:
+    """No two packages import each other, even through others (docs/architecture.md): a package that a lower one
+    needs moves down, or the upper one hands it in (`generate.run.generate`'s ``elsewhere``)."""
+    files, rooms = _graph()
+    assert _cycles(rooms) == []
+    assert _cycles(files) == []
+    # the seam is real: the tree has both layers and arrows
+    assert "polar_cli.node" in rooms["polar_cli.generate"]
+
+
+def test_only_the_commands_know_the_cluster() -> None:
+    """`cluster/` runs the same stages on more machines: the layers below it must not know it exists."""
+    _, rooms = _graph()
+    knowing = sorted(room for room, imported in rooms.items() if "polar_cli.cluster" in imported)
+    assert knowing == ["polar_cli.commands"]

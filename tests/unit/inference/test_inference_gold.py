@@ -18,11 +18,10 @@ from polar_cli.inference.gold import (
     Task,
     apply_patch_command,
     find_shell_tool,
-    heredoc_delimiter,
-    needs_encoding,
     offered_functions,
     shell_arguments,
 )
+from polar_cli.runtime.shell import heredoc_delimiter, needs_encoding
 from polar_cli.translate.registry import CODECS, route_for_path
 from polar_cli.translate.upstream import UpstreamOptions, chat_body
 

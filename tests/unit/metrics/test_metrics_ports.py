@@ -65,7 +65,7 @@ class FakeProgress:
 def test_a_run_with_metrics_port_serves_stages_queue_and_rejects(tmp_path: Any) -> None:
     recipe = parse_recipe({"manifest": {"source": "m.jsonl"}, "harnesses": ["pi"],
                            "engine": {"kind": "gold", "tokenizer": "qwen3"}, "metrics": {"port": 0}})  # fmt: skip
-    hooks = attach_hooks(recipe, tmp_path, FakeProgress())
+    hooks = attach_hooks(recipe, FakeProgress())
     try:
         port = hooks.server.server_address[1]
         before = scrape(port)
