@@ -142,3 +142,18 @@ def test_only_the_commands_know_the_cluster() -> None:
     _, rooms = _graph()
     knowing = sorted(room for room, imported in rooms.items() if "polar_cli.cluster" in imported)
     assert knowing == ["polar_cli.commands"]
+
+
+def test_each_package_readme_names_what_the_package_may_import() -> None:
+    """A package's README says what it may import ("May import: `a`, `b`."); an import of anything else is either a
+    mistake or a change of the house that its README must say."""
+    _, rooms = _graph()
+    checked = 0
+    for readme in sorted(PACKAGE.glob("*/README.md")):
+        line = re.search(r"^May import: (.*)$", readme.read_text(), re.M)
+        assert line, f"{readme.relative_to(ROOT)}: no 'May import:' line"
+        allowed = {f"polar_cli.{name}" for name in re.findall(r"`([\w.]+)`", line[1])}
+        extra = sorted(rooms.get(f"polar_cli.{readme.parent.name}", set()) - allowed)
+        assert extra == [], f"{readme.relative_to(ROOT)}: imports {extra}, which its README does not allow"
+        checked += 1
+    assert checked >= 20
