@@ -33,7 +33,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from polar_cli.errors import ConfigError
 from polar_cli.runtime.base import Container, ContainerSpec, ExecResult, Runtime
@@ -162,9 +162,10 @@ def _decode(output: bytes) -> str:
 
 
 def evaluate_instance(
-    runtime: Runtime, instance: Instance, patch: str | None, options: EvalOptions, model: str = ""
+    runtime: Runtime, instance: Instance, patch: str | Patch | None, options: EvalOptions, model: str = ""
 ) -> Evaluation:
-    """Apply ``patch`` to a fresh container of ``options.image`` and grade the instance's tests.
+    """Apply ``patch`` (text, or already parsed: `diffs.Patch`) to a fresh container of ``options.image`` and grade
+    the instance's tests.
 
     Broken patches, timeouts and missing markers are "unresolved" (SWE-bench Rule 5); a missing image or a failing
     engine raises (`RuntimeFailure`), which `evaluate_many` records as outcome "error".
@@ -195,12 +196,12 @@ def evaluate_instance(
 
     if patch is None:
         return verdict(grading.unresolved("no patch (model_patch is null)"), applied=False)
-    empty = not patch.strip()
+    empty = not (patch.text if isinstance(patch, Patch) else patch).strip()
     if empty and not options.run_empty:
         # SWE-bench: an empty patch fails every apply command, so the instance is unresolved without running tests
         return verdict(grading.unresolved("empty patch"), applied=False)
     parser = options.parser or parser_for(instance.repo, instance.log_parser)
-    model_patch, test_patch = Patch.parse(patch), Patch.parse(instance.test_patch)  # once per evaluation
+    model_patch, test_patch = Patch.of(patch), Patch.parse(instance.test_patch)  # once per evaluation
     script = instance_eval_script(instance, options.test_cmd, test_patch)
     ensure_image(runtime, options.image)
     spec = ContainerSpec(image=options.image, role="eval", network=options.network, workdir=WORKDIR)
@@ -309,9 +310,11 @@ def run_job(runtime: Runtime, job: EvalJob) -> Evaluation:
 
     An error is the machinery's, never the candidate's: it is tried again in a fresh container, up to
     ``options.error_retries`` times (a host out of memory, an engine hiccup, a container gone mid-run), and the last
-    error stands only when every try failed. Its ``seconds`` counts every try."""
+    error stands only when every try failed. Its ``seconds`` counts every try. The patch is parsed once, for every
+    try (`parsed`)."""
     start = time.monotonic()
-    evaluation, retryable = _run_once(runtime, job)
+    patch = parsed(job.patch)
+    evaluation, retryable = _run_once(runtime, job, patch)
     for retry in range(job.options.error_retries):
         if evaluation.outcome != "error" or not retryable:
             break
@@ -322,15 +325,26 @@ def run_job(runtime: Runtime, job: EvalJob) -> Evaluation:
             retry + 1,
             job.options.error_retries,
         )
-        evaluation, retryable = _run_once(runtime, job)
+        evaluation, retryable = _run_once(runtime, job, patch)
     return replace(evaluation, seconds=time.monotonic() - start)
 
 
-def _run_once(runtime: Runtime, job: EvalJob) -> tuple[Evaluation, bool]:
+def parsed(patch: str | None) -> str | Patch | None:
+    """``patch`` parsed (`diffs.Patch`), to hand to every try; one the parser refuses stays text, so that each try
+    fails on it inside `evaluate_instance` as it would have (outcome "error")."""
+    if patch is None:
+        return None
+    try:
+        return Patch.parse(patch)
+    except Exception:
+        return patch
+
+
+def _run_once(runtime: Runtime, job: EvalJob, patch: str | Patch | None) -> tuple[Evaluation, bool]:
     """One try: its evaluation, and whether an error is worth another (a configuration error is not)."""
     start = time.monotonic()
     try:
-        return evaluate_instance(runtime, job.instance, job.patch, job.options, job.model), True
+        return evaluate_instance(runtime, job.instance, patch, job.options, job.model), True
     except Exception as exc:  # one broken instance (missing image, engine hiccup) must not sink the batch
         reason = f"evaluation failed: {exc}"
         grade = grading.unresolved(reason)
@@ -345,15 +359,32 @@ def evaluate_many(
     runtime: Runtime, jobs: Sequence[EvalJob], *, workers: int = 1, on_done: Callable[[Evaluation], None] | None = None
 ) -> list[Evaluation]:
     """Run ``jobs`` on ``workers`` threads; results come back in job order."""
+    return map_jobs(lambda job: run_job(runtime, job), jobs, workers=workers, on_done=on_done, thread_name="polar-eval")
+
+
+JobT = TypeVar("JobT")
+ResultT = TypeVar("ResultT")
+
+
+def map_jobs(
+    run: Callable[[JobT], ResultT],
+    jobs: Sequence[JobT],
+    *,
+    workers: int,
+    on_done: Callable[[ResultT], None] | None,
+    thread_name: str,
+) -> list[ResultT]:
+    """``run`` over ``jobs`` on ``workers`` threads (in this one for a single worker), results in job order;
+    ``on_done`` sees each result as it finishes, so a caller can report progress and save as it goes."""
     from concurrent.futures import ThreadPoolExecutor
 
-    def one(job: EvalJob) -> Evaluation:
-        result = run_job(runtime, job)
+    def one(job: JobT) -> ResultT:
+        result = run(job)
         if on_done is not None:
             on_done(result)
         return result
 
     if workers <= 1:
         return [one(job) for job in jobs]
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="polar-eval") as pool:
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix=thread_name) as pool:
         return list(pool.map(one, jobs))

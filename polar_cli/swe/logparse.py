@@ -34,6 +34,8 @@ _SPACED_TEST_FIRST = re.compile(rf"^(\S+::\S*\[.*?\])\s+({_STATUS})(?:\s|$)")
 # "SKIPPED [3] tests/x.py:12: reason" groups skips by location; it names no test
 _SKIP_GROUP = re.compile(r"^\[\d+\]")
 _MESSAGE_SEP = " - "
+_BRACKET = re.compile(r"[\[\]]")
+_CLOSE = re.compile(r"\]")
 
 
 def _summary_node_id(rest: str) -> str:
@@ -46,19 +48,17 @@ def _summary_node_id(rest: str) -> str:
     # brackets balance, else (a parameter with a stray bracket) the first such "]".
     text = rest.rstrip()
     start = text.index("[")
-    ends = [
-        i + 1
-        for i in range(start, len(text))
-        if text[i] == "]" and (i + 1 == len(text) or text.startswith(_MESSAGE_SEP, i + 1))
-    ]
+    ends = {
+        m.end() for m in _CLOSE.finditer(text, start) if m.end() == len(text) or text.startswith(_MESSAGE_SEP, m.end())
+    }
     if not ends:
         return first
     depth = 0
-    for i in range(start, len(text)):
-        depth += {"[": 1, "]": -1}.get(text[i], 0)
-        if depth == 0 and i + 1 in ends:
-            return text[: i + 1]
-    return text[: ends[0]]
+    for bracket in _BRACKET.finditer(text, start):  # depth only changes, and an id only ends, at a bracket
+        depth += 1 if bracket.group() == "[" else -1
+        if depth == 0 and bracket.end() in ends:
+            return text[: bracket.end()]
+    return text[: min(ends)]
 
 
 def _parse_pytest_line(line: str, status_map: dict[str, TestStatus]) -> None:

@@ -27,6 +27,7 @@ section headers the hunks show; a change whose section cannot be known counts, a
 
 from __future__ import annotations
 
+import functools
 import posixpath
 import re
 import shlex
@@ -105,8 +106,10 @@ class TamperCheck:
         }
 
 
+@functools.lru_cache(maxsize=256)
 def command_script(test_cmd: str) -> str | None:
-    """The repository file a test command runs (``./tests/runtests.py``, ``bin/test``, ``python run.py``), if any."""
+    """The repository file a test command runs (``./tests/runtests.py``, ``bin/test``, ``python run.py``), if any.
+    Cached: a run screens every session of an instance with the same command, and `shlex.split` was half the check."""
     try:
         words = [w for w in shlex.split(test_cmd) if not _ENV_ASSIGNMENT.match(w)]
     except ValueError:

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from polar_cli.runtime.base import Runtime
 from polar_cli.swe.eval_logs import RunLogs
-from polar_cli.swe.evaluate import EvalJob, EvalOptions, Evaluation, run_job
+from polar_cli.swe.evaluate import EvalJob, EvalOptions, Evaluation, map_jobs, run_job
 from polar_cli.swe.manifest import Instance
 
 Status = Literal["valid", "broken", "error"]
@@ -95,15 +95,10 @@ def validate_many(
     on_done: Callable[[Validation], None] | None = None,
 ) -> list[Validation]:
     """Validate each instance; results in job order."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    def one(job: tuple[Instance, EvalOptions]) -> Validation:
-        result = validate_instance(runtime, *job)
-        if on_done is not None:
-            on_done(result)
-        return result
-
-    if workers <= 1:
-        return [one(job) for job in jobs]
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="polar-validate") as pool:
-        return list(pool.map(one, jobs))
+    return map_jobs(
+        lambda job: validate_instance(runtime, *job),
+        jobs,
+        workers=workers,
+        on_done=on_done,
+        thread_name="polar-validate",
+    )

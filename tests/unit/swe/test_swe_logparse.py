@@ -3,6 +3,7 @@ data/units_src.py under pytest 9.2 on the host and pytest 7.2.1 in the demo imag
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from polar_cli.errors import ConfigError
 from polar_cli.swe.logparse import (
     TestStatus,
+    _summary_node_id,
     parse_log_django,
     parse_log_pytest,
     parse_log_pytest_ansi,
@@ -161,3 +163,32 @@ def test_swebench_parser_names_pick_ours_and_unsupported_ones_are_errors() -> No
 def test_parameter_with_a_stray_bracket() -> None:
     assert parse_log_pytest("FAILED t.py::test_x[a[] - boom")["t.py::test_x[a[]"] is F
     assert parse_log_pytest("PASSED t.py::test_x[b] c]")["t.py::test_x[b] c]"] is P
+
+
+def _node_id_by_characters(rest: str) -> str:
+    """`_summary_node_id` as it was written first, character by character: the reference its faster form must match."""
+    first = rest.split(maxsplit=1)[0]
+    if "[" not in first:
+        return first
+    text = rest.rstrip()
+    start = text.index("[")
+    ends = [
+        i + 1
+        for i in range(start, len(text))
+        if text[i] == "]" and (i + 1 == len(text) or text[i + 1 :].startswith(" - "))
+    ]
+    if not ends:
+        return first
+    depth = 0
+    for i in range(start, len(text)):
+        depth += {"[": 1, "]": -1}.get(text[i], 0)
+        if depth == 0 and i + 1 in ends:
+            return text[: i + 1]
+    return text[: ends[0]]
+
+
+def test_summary_node_ids_match_the_character_by_character_reference() -> None:
+    rng = random.Random(27)
+    for _ in range(20_000):
+        rest = "t.py::x[" + "".join(rng.choice("[]- ab") for _ in range(rng.randrange(0, 14)))
+        assert _summary_node_id(rest) == _node_id_by_characters(rest), rest

@@ -4,6 +4,7 @@ and a revert that keeps every other file's diff byte for byte."""
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from polar_cli.swe.tamper import (
     find_tampering,
     is_test_section,
     path_rule,
+    runner_files,
     screen,
 )
 
@@ -340,6 +342,21 @@ def test_runner_scripts_of_the_repository() -> None:
     assert paths(find_tampering(sympy, "", repo="sympy/sympy")) == ["bin/test"]
     assert find_tampering(sympy, "", repo="pallets/flask") == ()
     assert paths(find_tampering(sympy, "", test_cmd="bin/test -C")) == ["bin/test"]
+
+
+def test_a_test_command_is_split_once_however_many_sessions_are_screened(monkeypatch: pytest.MonkeyPatch) -> None:
+    splits: list[str] = []
+    real = shlex.split
+
+    def split(command: str) -> list[str]:
+        splits.append(command)
+        return real(command)
+
+    monkeypatch.setattr(shlex, "split", split)
+    command_script.cache_clear()
+    for _ in range(3):
+        assert runner_files("o/r", "python3 run_tests.py -v") == {"run_tests.py"}
+    assert splits == ["python3 run_tests.py -v"]
 
 
 def test_both_names_of_a_rename_are_checked() -> None:
