@@ -7,9 +7,9 @@ harness's logs, removes the container, closes the session, reads its capture rec
 grades the patch in a fresh container and writes the evaluation's whole logs into the run directory
 (`session_logs`). The row itself is written by the caller (`run.Generation`), once the timings are final.
 
-A Harbor task (`polar_cli.harbor`) runs the same way with its own parts: its instruction.md byte for byte, its
-image's workdir, task.toml's agent timeout and resources, the gold engine told its oracle; in POSTRUN, before the
-container is removed, the agent's changes are taken and then its tests copied in and run there (`harbor.verify`).
+Each plan holds its task's kind (`tasks.kinds`), which says what the task sets of its session, what the scripted
+engines know of it, and how it is graded: a SWE instance after the container is removed, in a fresh one; a Harbor
+task before, in the agent's own container (its instruction.md byte for byte, its workdir and limits, its oracle).
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from polar_cli.egress.sessions import EgressRows, SessionEgress
 from polar_cli.generate.rows import SessionFacts, tests_verdict
 from polar_cli.generate.session_logs import run_logs, write_session_logs
 from polar_cli.harbor.tasks import HarborTask
-from polar_cli.harbor.verify import Verdict as HarborVerdict
 from polar_cli.harness.base import HarnessAdapter, Wiring
 from polar_cli.harness.session import Collected, HarnessRun, Prepared, SessionSpec
 from polar_cli.inference.gold import Task
@@ -38,13 +37,14 @@ from polar_cli.node.gateway import NodeGateway
 from polar_cli.node.pools import Job, RunEnd, Timings
 from polar_cli.node.session_steps import SessionSteps, in_thread
 from polar_cli.runtime.base import GATEWAY_ONLY, Runtime
-from polar_cli.swe.evaluate import EvalJob, EvalOptions, Evaluation, run_job
+from polar_cli.swe.evaluate import Evaluation
 from polar_cli.swe.manifest import Instance
+from polar_cli.tasks.kinds import SWE, InSession, TaskKind, kind_of
 from polar_cli.trajectory import Build, per_request, prefix_merging
 
 log = logging.getLogger("polar.generate")
-# seconds a Harbor task's session gets beyond its agent timeout, for INIT (container start, git, harness config)
-HARBOR_INIT_ALLOWANCE = 120.0
+# seconds a session gets beyond its task's own agent timeout, for INIT (container start, git, harness config)
+TASK_INIT_ALLOWANCE = 120.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,19 +58,17 @@ class SessionPlan:
     image: str
     # what the runtime mounts for the harness's bundle (`session.mount_bundle`); None: nothing
     bundle: str | None
-    # the Harbor task this instance is (None: a SWE instance)
-    harbor: HarborTask | None = None
+    # what kind of task the instance is (`tasks.kinds`): a SWE instance unless the manifest made it another
+    kind: TaskKind = SWE
 
     def session_timeout(self, recipe: Recipe) -> float:
-        """The session's time limit: the recipe's, raised to fit a Harbor task's own agent timeout (plus INIT's)."""
-        agent = self.harbor.agent_timeout if self.harbor is not None else None
-        return max(recipe.timeouts.session, agent + HARBOR_INIT_ALLOWANCE) if agent else recipe.timeouts.session
+        """The session's time limit: the recipe's, raised to fit the task's own agent timeout (plus INIT's)."""
+        agent = self.kind.shape().agent_timeout
+        return max(recipe.timeouts.session, agent + TASK_INIT_ALLOWANCE) if agent else recipe.timeouts.session
 
     def agent_timeout(self, recipe: Recipe) -> float | None:
-        """The harness's time limit: a Harbor task's ``[agent].timeout_sec``, else the recipe's."""
-        if self.harbor is not None and self.harbor.agent_timeout:
-            return self.harbor.agent_timeout
-        return recipe.timeouts.agent
+        """The harness's time limit: the task's own (a Harbor task's ``[agent].timeout_sec``), else the recipe's."""
+        return self.kind.shape().agent_timeout or recipe.timeouts.agent
 
     def new_session_id(self) -> str:
         # unique per try: a resumed run must never append to the capture file of an interrupted try
@@ -129,7 +127,7 @@ class GenerateStages:
         key = self.gateway.open_session(session_id, task)
         try:
             sandbox = await self._gateway_only() if self.recipe.runtime.network == GATEWAY_ONLY else None
-            hosts = plan.harbor.allowed_hosts if plan.harbor is not None else ()
+            hosts = plan.kind.shape().allowed_hosts
             spec = await self.egress.open(self._spec(plan, session_id, sandbox), hosts)
             prepared = await self.steps.prepare(spec, Wiring(self.gateway.url, key))
         except BaseException:
@@ -150,35 +148,29 @@ class GenerateStages:
 
     def _task(self, plan: SessionPlan) -> Task:
         """What the scripted engines know: the reference patch, or a Harbor task's oracle."""
-        if plan.harbor is not None:
-            from polar_cli.harbor.verify import oracle_command
-
-            command = oracle_command(plan.harbor) if plan.harbor.has_oracle else None
-            return Task(plan.instance.instance_id, "", plan.harbor.workdir, command)
-        return Task(plan.instance.instance_id, plan.instance.patch, self.recipe.runtime.workdir)
+        return plan.kind.scripted(plan.instance, plan.kind.shape().workdir or self.recipe.runtime.workdir)
 
     def _spec(self, plan: SessionPlan, session_id: str, sandbox: tuple[str, str] | None = None) -> SessionSpec:
         r = self.recipe.runtime
-        harbor = plan.harbor
-        memory_mb = harbor.memory_mb if harbor is not None and harbor.memory_mb else r.memory_mb
+        shape = plan.kind.shape()
+        memory_mb = shape.memory_mb or r.memory_mb
         return SessionSpec(
             session_id=session_id,
             harness=plan.harness,
             image=plan.image,
-            instruction=harbor.instruction if harbor is not None else self._instruction(plan.instance),
+            instruction=shape.instruction if shape.instruction is not None else self._instruction(plan.instance),
             bundle=plan.bundle,
             base_commit=plan.instance.base_commit or None,
-            workdir=harbor.workdir if harbor is not None else r.workdir,
+            workdir=shape.workdir or r.workdir,
             timeout=plan.session_timeout(self.recipe),
             network=r.network,
             gateway_socket=sandbox[0] if sandbox else None,
             relay=sandbox[1] if sandbox else None,
-            cpus=harbor.cpus if harbor is not None and harbor.cpus else r.cpus,
+            cpus=shape.cpus or r.cpus,
             memory_bytes=memory_mb * 1024 * 1024 if memory_mb else None,
             output_limit=r.output_limit_mb * 1024 * 1024 if r.output_limit_mb else None,
             labels={"polar.key": plan.key},
-            # a Harbor task's workdir is no repository of its own: git is set up there only to take the agent's changes
-            strip_history=r.strip_history and harbor is None,
+            strip_history=r.strip_history and shape.own_repository,
             sandbox=r.sandbox(),
         )
 
@@ -207,13 +199,13 @@ class GenerateStages:
         records: list[CaptureRecord] = []
         session_id = session.session_id if session is not None else ""
         egress: EgressRows | None = None
-        verdict: Verdict | None = None
+        verdict: InSession | None = None
         eval_seconds = 0.0
         if session is not None:
             artifacts = self.run_dir / "artifacts" / session_id if self.recipe.output.keep_artifacts else None
-            if plan.harbor is not None and harness_run is not None:
+            if harness_run is not None:  # a kind that grades in the agent's container does so before it goes
                 start = time.monotonic()
-                verdict = await self._verify(plan.harbor, session)
+                verdict = await self._grade_in_session(plan.kind, session)
                 eval_seconds = time.monotonic() - start
             collected, records = await self.steps.conclude(
                 self.gateway, session.key, session.prepared, artifacts, harness_run
@@ -223,14 +215,14 @@ class GenerateStages:
                 collected = Collected(verdict.patch, collected.artifacts)
         build = await in_thread(self.executor, lambda: self._build(records))
         evaluation, log_path = None, None
-        if verdict is not None and collected is not None and not collected.error:
-            graded_verdict = verdict.result.evaluation
-            evaluation = graded_verdict
-            log_path = await in_thread(self.executor, lambda: self._write_logs(graded_verdict, session_id))
-        elif plan.harbor is None and collected is not None and not collected.error and harness_run is not None:
-            start = time.monotonic()
-            evaluation = await in_thread(self.executor, lambda: self._evaluate(plan, collected.patch))
-            eval_seconds = time.monotonic() - start
+        if collected is not None and not collected.error and harness_run is not None:
+            if verdict is not None:
+                evaluation = verdict.evaluation
+            else:
+                start = time.monotonic()
+                evaluation = await in_thread(self.executor, lambda: self._evaluate(plan, collected.patch))
+                eval_seconds = time.monotonic() - start
+        if evaluation is not None:
             graded = evaluation
             log_path = await in_thread(self.executor, lambda: self._write_logs(graded, session_id))
         facts = SessionFacts(
@@ -250,15 +242,15 @@ class GenerateStages:
             eval_log_path=log_path,
             stripped=session.prepared.stripped if session is not None else None,
             egress=egress,
-            task_kind="harbor" if plan.harbor is not None else "swe",
+            task_kind=plan.kind.name,
             rewards=verdict.result.rewards if verdict is not None else None,
             reward=verdict.result.reward if verdict is not None else None,
         )
         return await self._judged(facts)
 
-    async def _verify(self, task: HarborTask, session: PooledSession) -> Verdict:
-        """A Harbor task's POSTRUN before the container goes: the agent's changes, then its tests run there."""
-        return await in_thread(self.executor, lambda: harbor_verify(session.prepared, task, self.model, self.recipe))
+    async def _grade_in_session(self, kind: TaskKind, session: PooledSession) -> InSession | None:
+        """The grade a kind takes before the container goes (a Harbor task: the agent's changes, then its tests)."""
+        return await in_thread(self.executor, lambda: kind.grade_in_session(session.prepared, self.model, self.recipe))
 
     async def _judged(self, facts: SessionFacts) -> SessionFacts:
         """The judge's scores for a session its policy wants judged; a judge fault is the session's machinery error
@@ -296,7 +288,7 @@ class GenerateStages:
             records=[],
             build=per_request([]),
             evaluation=None,
-            task_kind="harbor" if plan.harbor is not None else "swe",
+            task_kind=plan.kind.name,
         )
 
     def _write_logs(self, evaluation: Evaluation, session_id: str) -> str | None:
@@ -312,40 +304,8 @@ class GenerateStages:
             return per_request(records)
         return prefix_merging(records, self.eot_token_id, drift=self.recipe.builder.drift)
 
-    def _evaluate(self, plan: SessionPlan, patch: str) -> Evaluation:
-        settings = self.recipe.eval
-        options = EvalOptions(
-            image=plan.image, timeout=self.recipe.timeouts.eval, network=settings.network, tamper=settings.tamper
-        )
-        return run_job(self.runtime, EvalJob(plan.instance, patch, options, self.model))
-
-
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    """A Harbor session's verification: the verifier's result, and the agent's changes taken before it ran (None:
-    they could not be; `steps.conclude` then tries again and says why)."""
-
-    result: HarborVerdict
-    patch: str | None
-
-
-def harbor_verify(prepared: Prepared, task: HarborTask, model: str, recipe: Recipe) -> Verdict:
-    """The agent's changes as a patch (taken before the tests run, so their files are no part of it), then the
-    task's verifier in the same container (`harbor.verify`); a runtime failure is an evaluation error."""
-    from polar_cli.harbor.verify import error_verdict, verify
-    from polar_cli.harness.collect import collect_patch
-
-    try:
-        patch: str | None = collect_patch(
-            prepared.container, prepared.spec.workdir, prepared.base_commit, prepared.launch.droppings
-        )
-    except Exception:
-        patch = None
-    try:
-        result = verify(prepared.container, task, model, recipe.harbor.reward_threshold)
-    except Exception as exc:
-        result = error_verdict(task, model, f"running the verifier failed: {exc or type(exc).__name__}")
-    return Verdict(result, patch)
+    def _evaluate(self, plan: SessionPlan, patch: str) -> Evaluation | None:
+        return plan.kind.grade_after(self.runtime, plan.instance, plan.image, patch, self.model, self.recipe)
 
 
 def plan_sessions(
@@ -362,7 +322,13 @@ def plan_sessions(
     tasks = harbor or {}
     return [
         SessionPlan(
-            session_key(i.instance_id, h.name, a), i, h, a, image_of(i), bundles[h.name], tasks.get(i.instance_id)
+            session_key(i.instance_id, h.name, a),
+            i,
+            h,
+            a,
+            image_of(i),
+            bundles[h.name],
+            kind_of(tasks.get(i.instance_id)),
         )
         for a in range(1, attempts + 1)
         for i in instances

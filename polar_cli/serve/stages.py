@@ -29,7 +29,6 @@ from polar_cli.generate.rows import INFRA, SessionFacts, status_of, verdict
 from polar_cli.generate.session_logs import log_excerpt, run_logs, write_session_logs
 from polar_cli.harness.base import Wiring
 from polar_cli.harness.session import HarnessRun, Prepared, SessionSpec, mount_bundle
-from polar_cli.inference.gold import Task
 from polar_cli.node.gateway import NodeGateway
 from polar_cli.node.pools import Job, RunEnd, Timings
 from polar_cli.node.session_steps import SessionSteps, in_thread
@@ -181,12 +180,8 @@ class ServeStages:
         bundle = await self.bundle(plan)
         await self.image(plan)
         session_id = sj.new_session_id()
-        gold = Task(plan.instance.instance_id, plan.instance.patch, plan.workdir) if plan.instance else None
-        if plan.harbor is not None:  # the gold engine runs a Harbor task's oracle (`harbor.verify.oracle_command`)
-            from polar_cli.harbor.verify import oracle_command
-
-            command = oracle_command(plan.harbor) if plan.harbor.has_oracle else None
-            gold = Task(plan.harbor.name, "", plan.workdir, command)
+        # what the scripted engines know: the reference patch, a Harbor task's oracle (`tasks.kinds`)
+        gold = plan.kind.scripted(plan.instance, plan.workdir) if plan.instance else None
         sampling = plan.request.sampling.for_sample(sj.index)
         key = self.gateway.open_session(
             session_id,

@@ -30,6 +30,7 @@ from polar_cli.serve.models import (
     TaskRequest,
 )
 from polar_cli.swe.manifest import Instance, load_manifest, parse_row
+from polar_cli.tasks.kinds import TaskKind, kind_of
 
 T = TypeVar("T")
 
@@ -68,8 +69,12 @@ class TaskPlan:
     harbor: HarborTask | None = None
 
     @property
+    def kind(self) -> TaskKind:
+        return kind_of(self.harbor)
+
+    @property
     def task_kind(self) -> str:
-        return "harbor" if self.harbor is not None else "swe"
+        return self.kind.name
 
     @property
     def task_id(self) -> str:
@@ -209,7 +214,8 @@ def resolve(
     instance = harbor.instance(harbor_image(harbor)) if harbor is not None else _instance(request, manifests)
     harness = _harness(request, config, offered)
     rt = request.runtime
-    workdir = rt.workdir or (harbor.workdir if harbor is not None else config.runtime.workdir)
+    shape = kind_of(harbor).shape()  # what the task sets of its session; the request's own settings come first
+    workdir = rt.workdir or shape.workdir or config.runtime.workdir
     if rt.image is not None:
         image = rt.image
     else:
@@ -234,14 +240,14 @@ def resolve(
         else _instruction(request, instance, workdir),
         workdir=workdir,
         timeout=request.timeout_seconds or config.timeouts.session,
-        agent_timeout=spec.agent_timeout or (harbor.agent_timeout if harbor else None) or config.timeouts.agent,
+        agent_timeout=spec.agent_timeout or shape.agent_timeout or config.timeouts.agent,
         evaluator=evaluator,
         strategy=builder.strategy or config.builder.strategy,
         drift=builder.drift or config.builder.drift,
         token_in=token_in,
         network=rt.network or config.runtime.network,
-        cpus=_first(rt.cpus, harbor.cpus if harbor else None, config.runtime.cpus),
-        memory_mb=_first(rt.memory_mb, harbor.memory_mb if harbor else None, config.runtime.memory_mb),
+        cpus=_first(rt.cpus, shape.cpus, config.runtime.cpus),
+        memory_mb=_first(rt.memory_mb, shape.memory_mb, config.runtime.memory_mb),
         output_limit_mb=rt.output_limit_mb if rt.output_limit_mb is not None else config.runtime.output_limit_mb,
         sandbox=config.runtime.sandbox(),
         harbor=harbor,

@@ -13,7 +13,6 @@ import pytest
 from polar_cli.capture import CaptureRecord
 from polar_cli.config import parse_recipe
 from polar_cli.errors import ConfigError
-from polar_cli.generate import stages
 from polar_cli.generate.rows import SessionFacts, build_row, verdict
 from polar_cli.generate.stages import GenerateStages
 from polar_cli.generate.state import STATE, state_entry
@@ -24,6 +23,7 @@ from polar_cli.swe import grading
 from polar_cli.swe.evaluate import EvalJob, Evaluation
 from polar_cli.swe.manifest import Instance
 from polar_cli.swe.tamper import Finding, TamperCheck, TamperMode
+from polar_cli.tasks import kinds
 from polar_cli.trajectory import per_request
 
 RECIPE = {"manifest": {"source": "m.jsonl"}, "harnesses": ["pi"], "engine": {"kind": "gold", "tokenizer": "qwen3"}}
@@ -101,9 +101,9 @@ def test_the_recipe_mode_reaches_the_grader(
         jobs.append(job)
         return rejected()
 
-    monkeypatch.setattr(stages, "run_job", run_job)
+    monkeypatch.setattr(kinds, "run_job", run_job)
     owner = SimpleNamespace(recipe=parse_recipe(RECIPE, overrides), runtime=None, model="m")
-    GenerateStages._evaluate(owner, SimpleNamespace(image="img:1", instance=INSTANCE), "PATCH")  # type: ignore[arg-type]
+    GenerateStages._evaluate(owner, SimpleNamespace(image="img:1", instance=INSTANCE, kind=kinds.SWE), "PATCH")  # type: ignore[arg-type]
     assert jobs[0].options.tamper == mode
 
 
