@@ -15,6 +15,9 @@
     ├── CaptureReadError            a capture file cannot be read back: corrupt, or of an unknown format
     └── TraceError                  a trace would break its invariants: a builder bug or corrupt capture data
 
+RequestError and UpstreamError are the two kinds of `AnsweredError`: the gateway answers either to the caller, with
+the HTTP status and the error kind it carries, whichever side was at fault.
+
 A peer's bad bytes and an upstream's bad bytes are the same parsing failure seen from two sides (h11's local and
 remote faults): the sans-IO parser in `wire.http11` raises the one its side names (`RequestParser` the peer's,
 `ResponseParser` the upstream's), so no boundary has to guess who is to blame.
@@ -50,17 +53,24 @@ class ConfigError(PolarError):
     """A recipe, flag or manifest is wrong; the message names the field."""
 
 
-class RequestError(PolarError):
-    """The caller's request is malformed or unsupported.
+class AnsweredError(PolarError):
+    """An error the gateway answers the caller with, whichever side is at fault.
 
     ``status`` is the HTTP status to answer with; ``kind`` selects the error type in the caller's API shape.
     """
 
-    def __init__(self, message: str, *, status: int = 400, kind: ErrorKind = "invalid_request") -> None:
+    def __init__(self, message: str, *, status: int, kind: ErrorKind) -> None:
         super().__init__(message)
         self.message = message
         self.status = status
         self.kind: ErrorKind = kind
+
+
+class RequestError(AnsweredError):
+    """The caller's request is malformed or unsupported."""
+
+    def __init__(self, message: str, *, status: int = 400, kind: ErrorKind = "invalid_request") -> None:
+        super().__init__(message, status=status, kind=kind)
 
 
 class AuthError(RequestError):
@@ -80,14 +90,11 @@ class PeerProtocolError(RequestError):
         self.path = path
 
 
-class UpstreamError(PolarError):
+class UpstreamError(AnsweredError):
     """The inference server refused, failed or timed out."""
 
     def __init__(self, message: str, *, status: int = 502, kind: ErrorKind = "upstream") -> None:
-        super().__init__(message)
-        self.message = message
-        self.status = status
-        self.kind: ErrorKind = kind
+        super().__init__(message, status=status, kind=kind)
 
 
 class ContextLengthError(UpstreamError):

@@ -1,4 +1,5 @@
-"""What every command shares: Polar's error tree mapped to exit codes, and one ``error:`` line on stderr.
+"""What the commands share: Polar's error tree mapped to exit codes, one ``error:`` line on stderr, and the options
+of those that serve until stopped.
 
 0    the work ran (a run whose sessions were rejected, or an evaluation of unresolved patches, still ran)
 1    the work itself failed: a PolarError other than ConfigError, or the disk (OSError)
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Annotated
 
 import typer
 
@@ -18,6 +20,11 @@ from polar_cli.errors import ConfigError, PolarError
 USAGE = 2
 FAILED = 1
 INTERRUPTED = 130
+
+# the options of the commands that serve until stopped (`polar proxy`, `polar serve`)
+LogLevelOpt = Annotated[str, typer.Option(help="debug | info | warning")]
+MetricsPortOpt = Annotated[int | None, typer.Option(help="Serve Prometheus metrics on this port (docs/metrics.md)")]
+MetricsHostOpt = Annotated[str, typer.Option(help="Address of the metrics port")]
 
 
 def fail(message: object, code: int) -> typer.Exit:

@@ -7,23 +7,16 @@ import logging
 from pathlib import Path
 from typing import Annotated, Any
 
-import orjson
 import typer
 
-from polar_cli.commands.common import exit_codes
+from polar_cli.commands.common import LogLevelOpt, MetricsHostOpt, MetricsPortOpt, exit_codes
 from polar_cli.errors import ConfigError
 
 
 def _json_object_option(flag: str, text: str | None) -> dict[str, Any] | None:
-    if not text:
-        return None
-    try:
-        value = orjson.loads(text)
-    except orjson.JSONDecodeError as exc:
-        raise ConfigError(f"{flag}: not valid JSON: {exc}") from exc
-    if not isinstance(value, dict):
-        raise ConfigError(f"{flag} must be a JSON object")
-    return value
+    from polar_cli.translate.json_checks import load_object
+
+    return load_object(text, flag, ConfigError) if text else None
 
 
 def proxy(
@@ -67,11 +60,9 @@ def proxy(
     reasoning: Annotated[
         str, typer.Option(help="reinject: give turns sent back without reasoning their sampled reasoning; as-sent")
     ] = "reinject",
-    log_level: Annotated[str, typer.Option(help="debug | info | warning")] = "info",
-    metrics_port: Annotated[
-        int | None, typer.Option(help="Serve Prometheus metrics on this port (docs/metrics.md)")
-    ] = None,
-    metrics_host: Annotated[str, typer.Option(help="Address of the metrics port")] = "127.0.0.1",
+    log_level: LogLevelOpt = "info",
+    metrics_port: MetricsPortOpt = None,
+    metrics_host: MetricsHostOpt = "127.0.0.1",
 ) -> None:
     """Serve the four provider APIs from an OpenAI-compatible inference server, recording every token."""
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from polar_cli.commands.common import exit_codes
+from polar_cli.commands.common import LogLevelOpt, MetricsHostOpt, MetricsPortOpt, exit_codes
 
 
 def serve(
@@ -23,11 +23,9 @@ def serve(
         Path | None,
         typer.Option(help="Journal, results, capture, logs; the same directory resumes (service.state_dir)"),
     ] = None,
-    log_level: Annotated[str, typer.Option(help="debug | info | warning")] = "info",
-    metrics_port: Annotated[
-        int | None, typer.Option(help="Serve Prometheus metrics on this port (docs/metrics.md)")
-    ] = None,
-    metrics_host: Annotated[str, typer.Option(help="Address of the metrics port")] = "127.0.0.1",
+    log_level: LogLevelOpt = "info",
+    metrics_port: MetricsPortOpt = None,
+    metrics_host: MetricsHostOpt = "127.0.0.1",
 ) -> None:
     """Serve rollouts: TaskRequests in, GRPO groups of token-exact trajectories with rewards out, durable."""
     from polar_cli.serve.config import ServeConfig, load_serve_config

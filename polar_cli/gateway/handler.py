@@ -39,6 +39,7 @@ from polar_cli.templates import TemplateTraits, make_template_safe, unfit
 from polar_cli.translate.codec import Codec, Route
 from polar_cli.translate.images import check_images
 from polar_cli.translate.ir import ChatRequest, Completion
+from polar_cli.translate.json_checks import load_object
 from polar_cli.translate.registry import CODECS, error_codec_for_path, route_for_path, route_for_unknown_path
 from polar_cli.translate.token_in import prompt_mismatch, token_in_request
 from polar_cli.translate.upstream import (
@@ -48,7 +49,7 @@ from polar_cli.translate.upstream import (
     parse_answer,
     strip_tokens,
     tool_kinds,
-    upstream_error,
+    upstream_answer,
 )
 from polar_cli.wire.http11 import Request, Response
 
@@ -135,7 +136,7 @@ class Gateway:
             route = route_for_path(request.path, request.query)
             body: dict[str, Any] | None = None
             if route is None and request.method == "POST":
-                body = _json_object(request.body)
+                body = load_object(request.body, "request body")
                 route = route_for_unknown_path(request.path, request.headers, body)
             if route is None:
                 raise RequestError(f"no model API at {request.path}", status=404, kind="not_found")
@@ -149,7 +150,7 @@ class Gateway:
             return _error(codec, exc.status, exc.kind, exc.message)
         call = _Call(session, session.next_seq(), time.time(), route, request, {})
         try:
-            call.body = body if body is not None else _json_object(request.body)
+            call.body = body if body is not None else load_object(request.body, "request body")
             chat = codec.decode_request(call.body, route)
             check_images(chat, remote=self.options.remote_images)
         except RequestError as exc:
@@ -194,15 +195,7 @@ class Gateway:
                 metrics.upstream_seconds(call.route.api, time.monotonic() - sent_at)
             finally:
                 state.waiting_upstream = False
-            if response.status != 200:
-                raise upstream_error(response.status, response.body)
-            try:
-                decoded = orjson.loads(response.body)
-            except orjson.JSONDecodeError as exc:
-                raise UpstreamError(f"upstream answer is not JSON: {exc}") from exc
-            if not isinstance(decoded, dict):
-                raise UpstreamError(f"upstream answer is a JSON {type(decoded).__name__}, not an object")
-            call.upstream_answer = decoded
+            call.upstream_answer = upstream_answer(response.status, response.body)
             try:
                 answer = parse_answer(call.upstream_answer, tool_kinds(chat.tools))
             except (TypeError, ValueError, KeyError, AttributeError, IndexError) as exc:
@@ -377,16 +370,6 @@ def _completion(
         finish_reason=answer.finish_reason,
         usage=answer.usage,
     )
-
-
-def _json_object(raw: bytes) -> dict[str, Any]:
-    try:
-        value = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise RequestError(f"request body is not valid JSON: {exc}") from exc
-    if not isinstance(value, dict):
-        raise RequestError(f"request body must be a JSON object, not {type(value).__name__}")
-    return value
 
 
 def _error(codec: Codec, status: int, kind: ErrorKind, message: str) -> Reply:

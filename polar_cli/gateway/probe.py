@@ -16,7 +16,7 @@ from polar_cli.gateway.upstream_client import UPSTREAM_PATH, Upstream
 from polar_cli.templates.traits import PROBES, TemplateTraits
 from polar_cli.translate.dialects import Dialect, dialect
 from polar_cli.translate.ir import ChatRequest, Message, Sampling, Text
-from polar_cli.translate.upstream import UpstreamOptions, chat_body, token_capture, upstream_error
+from polar_cli.translate.upstream import UpstreamOptions, chat_body, token_capture, upstream_answer, upstream_error
 from polar_cli.wire.http11 import Response
 
 log = logging.getLogger("polar.gateway")
@@ -158,13 +158,8 @@ async def _prompt_tokens(client: Upstream, body: bytes) -> int | None:
     response = await _post(client, body)
     if response.status in (400, 422):
         return None
-    if response.status != 200:
-        raise upstream_error(response.status, response.body)
-    try:
-        answer = orjson.loads(response.body)
-    except orjson.JSONDecodeError as exc:
-        raise UpstreamError(f"upstream answer is not JSON: {exc}") from exc
-    usage = answer.get("usage") if isinstance(answer, dict) else None
+    answer = upstream_answer(response.status, response.body)
+    usage = answer.get("usage")
     if isinstance(usage, dict) and isinstance(usage.get("prompt_tokens"), int):
         return int(usage["prompt_tokens"])
     return len(token_capture(answer).prompt_ids)

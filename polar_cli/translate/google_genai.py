@@ -26,7 +26,7 @@ in `google_genai_config`, the response, stream and errors encoded in `google_gen
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from polar_cli.translate.codec import Codec, Route
@@ -193,6 +193,14 @@ def _part_kind(part: Mapping[str, Any], path: str) -> str | None:
     fail(path, f"no data field (expected one of {', '.join(_PART_DATA[:5])})")
 
 
+def _parts(parts: list[Any], path: str) -> Iterator[tuple[int, str, Mapping[str, Any], str | None]]:
+    """Each part of a content, read as it is reached: its index, its path, the part and the datum it holds."""
+    for pi, raw in enumerate(parts):
+        ppath = f"{path}.parts[{pi}]"
+        part = obj(raw, ppath)
+        yield pi, ppath, part, _part_kind(part, ppath)
+
+
 def quirk_signature_only_part(part: Mapping[str, Any]) -> bool:
     """Gemini 3 may return a part holding only a ``thoughtSignature``, which clients echo back: it carries nothing."""
     return field(part, "thoughtSignature") is not None
@@ -202,10 +210,7 @@ def _model_turn(parts: list[Any], ci: int, path: str) -> Message:
     content: list[Part] = []
     reasoning: list[str] = []
     calls: list[ToolCall] = []
-    for pi, raw in enumerate(parts):
-        ppath = f"{path}.parts[{pi}]"
-        part = obj(raw, ppath)
-        kind = _part_kind(part, ppath)
+    for pi, ppath, part, kind in _parts(parts, path):
         if kind == "text":
             text = req_str(part, "text", ppath)
             if opt_bool(part, "thought", ppath):
@@ -234,10 +239,7 @@ def _function_call(raw: Any, position_id: str, path: str) -> ToolCall:
 def _user_turn(parts: list[Any], path: str, linker: _CallLinker) -> list[Message]:
     results: list[Message] = []
     content: list[Part] = []
-    for pi, raw in enumerate(parts):
-        ppath = f"{path}.parts[{pi}]"
-        part = obj(raw, ppath)
-        kind = _part_kind(part, ppath)
+    for _, ppath, part, kind in _parts(parts, path):
         if kind == "text":
             text = req_str(part, "text", ppath)
             if text:

@@ -16,7 +16,7 @@ costs about three times as much.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -125,6 +125,14 @@ class Sampling:
     frequency_penalty: float | None = None
     seed: int | None = None
     stop: tuple[str, ...] = ()
+
+    def numbers(self) -> dict[str, float]:
+        """The numeric settings that are set, in field order, under their own (OpenAI Chat) names: what an OpenAI
+        Chat body carries as they are (``stop`` aside, a list there)."""
+        return {name: value for name in _SAMPLING_NUMBERS if (value := getattr(self, name)) is not None}
+
+
+_SAMPLING_NUMBERS = tuple(f.name for f in fields(Sampling) if f.name != "stop")
 
 
 @dataclass(frozen=True, slots=True)

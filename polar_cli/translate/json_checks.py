@@ -3,7 +3,9 @@
 A request body is untrusted JSON, so every decoder reads each field through one of these instead of trusting its
 type; the error then says ``messages[3].content: expected an array, got string`` rather than raising a TypeError deep
 inside a codec. ``path`` is the field's location in the body, and `at` joins a key onto it (``""`` is the top level).
-A required field that is absent or null is reported as ``<path>: required``.
+A required field that is absent or null is reported as ``<path>: required``. `load_object` parses a JSON object
+from bytes or text for anyone who reads one (a request body, an upstream answer, a flag's value), with the error class
+of whoever is at fault.
 
 Bodies are parsed by orjson, so objects are always ``dict`` and arrays ``list``: the checks test those concrete types,
 because an ABC check such as ``isinstance(x, Mapping)`` costs about five times as much and these run on every field of
@@ -16,7 +18,7 @@ from typing import Any, NoReturn
 
 import orjson
 
-from polar_cli.errors import RequestError
+from polar_cli.errors import PolarError, RequestError
 
 
 def fail(path: str, problem: str) -> NoReturn:
@@ -45,6 +47,18 @@ def expected(path: str, what: str, value: Any) -> NoReturn:
 
 def at(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
+
+
+def load_object(raw: bytes | str, what: str, error: type[PolarError] = RequestError) -> dict[str, Any]:
+    """``raw`` parsed as a JSON object, else ``error`` naming ``what``: the class says whose fault a bad one is (the
+    caller's request body, the upstream's answer, a command-line flag)."""
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise error(f"{what} is not valid JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise error(f"{what} must be a JSON object, not {type(value).__name__}")
+    return value
 
 
 def request_body(value: Any) -> dict[str, Any]:

@@ -16,7 +16,7 @@ Quirks, each a named function below:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
 from polar_cli.errors import RequestError
@@ -24,6 +24,7 @@ from polar_cli.translate import ir
 from polar_cli.translate import json_checks as check
 from polar_cli.translate.codec import Codec, Route
 from polar_cli.translate.openai_chat_encode import encode_error, encode_response, encode_stream
+from polar_cli.translate.openai_responses_tools import custom_tool_description
 
 # Content part types each role may carry; anything else is refused with the role named.
 _PART_TYPES: Mapping[str, frozenset[str]] = {
@@ -260,19 +261,7 @@ def _tool_name(definition: Mapping[str, Any], path: str) -> str:
 
 def _custom_tool_description(description: str, raw_format: Any, path: str) -> str:
     """Chat nests a custom tool's grammar one level deeper than Responses: ``format.grammar.{syntax, definition}``."""
-    fmt = check.opt_obj(raw_format, path)
-    if fmt is None:
-        return description
-    fmt_type = check.string(fmt.get("type"), f"{path}.type")
-    if fmt_type == "text":
-        return description
-    if fmt_type != "grammar":
-        raise RequestError(f"{path}.type: unsupported custom tool format {fmt_type!r}")
-    gpath = f"{path}.grammar"
-    grammar = check.obj(fmt.get("grammar"), gpath)
-    definition = check.string(grammar.get("definition"), f"{gpath}.definition")
-    syntax = check.opt_str(grammar.get("syntax"), f"{gpath}.syntax") or "lark"
-    return ir.with_grammar(description, syntax, definition)
+    return custom_tool_description(description, check.opt_obj(raw_format, path), path, grammar_key="grammar")
 
 
 def _decode_tool_choice(body: Mapping[str, Any], tools: tuple[ir.Tool, ...]) -> ir.ToolChoice | None:
@@ -315,17 +304,24 @@ def _decode_sampling(body: Mapping[str, Any]) -> ir.Sampling:
         max_tokens = check.opt_int(body.get(key), key)
     if max_tokens is not None and max_tokens < 1:
         raise RequestError(f"{key}: must be at least 1, got {max_tokens}")
-    return ir.Sampling(
-        max_tokens=max_tokens,
-        temperature=check.opt_float(body.get("temperature"), "temperature"),
-        top_p=check.opt_float(body.get("top_p"), "top_p"),
-        top_k=check.opt_int(body.get("top_k"), "top_k"),
-        min_p=check.opt_float(body.get("min_p"), "min_p"),
-        presence_penalty=check.opt_float(body.get("presence_penalty"), "presence_penalty"),
-        frequency_penalty=check.opt_float(body.get("frequency_penalty"), "frequency_penalty"),
-        seed=check.opt_int(body.get("seed"), "seed"),
-        stop=_decode_stop(body.get("stop")),
-    )
+    return ir.Sampling(max_tokens=max_tokens, **sampling_fields(body), stop=_decode_stop(body.get("stop")))
+
+
+# the sampling fields an OpenAI body sends under the IR's own names (Chat's), each with the check of its JSON type
+SAMPLING_FIELDS: dict[str, Callable[[Any, str], float | None]] = {
+    "temperature": check.opt_float,
+    "top_p": check.opt_float,
+    "top_k": check.opt_int,
+    "min_p": check.opt_float,
+    "presence_penalty": check.opt_float,
+    "frequency_penalty": check.opt_float,
+    "seed": check.opt_int,
+}
+
+
+def sampling_fields(body: Mapping[str, Any], names: Iterable[str] = SAMPLING_FIELDS) -> dict[str, Any]:
+    """The sampling fields ``names`` of a Chat or Responses body, type-checked, as `ir.Sampling` keyword arguments."""
+    return {name: SAMPLING_FIELDS[name](body.get(name), name) for name in names}
 
 
 def _decode_stop(raw: Any) -> tuple[str, ...]:

@@ -24,6 +24,7 @@ from polar_cli.errors import ErrorKind, RequestError
 from polar_cli.translate import ir
 from polar_cli.translate import json_checks as check
 from polar_cli.translate.codec import Codec, Route
+from polar_cli.translate.openai_chat import sampling_fields
 from polar_cli.translate.openai_responses_encode import (
     encode_error,
     encode_failed_stream,
@@ -235,6 +236,10 @@ def _reasoning_text(item: Mapping[str, Any], path: str) -> str:
 # --- generation settings ---------------------------------------------------------------------------------------
 
 
+# Chat's sampling fields but min_p, which the Responses decoder does not read
+_SAMPLING = ("temperature", "top_p", "top_k", "presence_penalty", "frequency_penalty", "seed")
+
+
 def _decode_sampling(body: Mapping[str, Any]) -> ir.Sampling:
     max_tokens = None
     # Responses says max_output_tokens; Chat-style names are accepted so a mis-pointed client is not ignored.
@@ -242,15 +247,7 @@ def _decode_sampling(body: Mapping[str, Any]) -> ir.Sampling:
         max_tokens = check.opt_int(body.get(name), name)
         if max_tokens is not None:
             break
-    return ir.Sampling(
-        max_tokens=max_tokens,
-        temperature=check.opt_float(body.get("temperature"), "temperature"),
-        top_p=check.opt_float(body.get("top_p"), "top_p"),
-        top_k=check.opt_int(body.get("top_k"), "top_k"),
-        presence_penalty=check.opt_float(body.get("presence_penalty"), "presence_penalty"),
-        frequency_penalty=check.opt_float(body.get("frequency_penalty"), "frequency_penalty"),
-        seed=check.opt_int(body.get("seed"), "seed"),
-    )
+    return ir.Sampling(max_tokens=max_tokens, **sampling_fields(body, _SAMPLING))
 
 
 def _decode_reasoning(raw: Any) -> ir.Reasoning | None:

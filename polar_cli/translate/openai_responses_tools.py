@@ -68,9 +68,14 @@ def flat_name(namespace: str, name: str) -> str:
     return f"{namespace.rstrip('_')}{_JOINT}{name.lstrip('_')}"
 
 
-def custom_tool_description(description: str, fmt: Mapping[str, Any] | None, path: str) -> str:
+def custom_tool_description(
+    description: str, fmt: Mapping[str, Any] | None, path: str, grammar_key: str | None = None
+) -> str:
     """Quirk: the upstream only knows JSON functions, so a freeform tool's grammar (Codex's ``apply_patch`` lark
-    grammar) is spelled out in the description, or the model would not know what input shape to write."""
+    grammar) is spelled out in the description, or the model would not know what input shape to write.
+
+    Responses puts the grammar's ``syntax`` and ``definition`` in the format itself; Chat nests them one level deeper,
+    under ``grammar_key``."""
     if fmt is None:
         return description
     kind = check.string(fmt.get("type"), f"{path}.type")
@@ -78,6 +83,9 @@ def custom_tool_description(description: str, fmt: Mapping[str, Any] | None, pat
         return description
     if kind != "grammar":
         raise RequestError(f"{path}.type: unsupported custom tool format {kind!r}")
+    if grammar_key is not None:
+        path = f"{path}.{grammar_key}"
+        fmt = check.obj(fmt.get(grammar_key), path)
     syntax = check.opt_str(fmt.get("syntax"), f"{path}.syntax") or "lark"
     return ir.with_grammar(description, syntax, check.string(fmt.get("definition"), f"{path}.definition"))
 

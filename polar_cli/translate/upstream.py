@@ -9,7 +9,7 @@ answer without token ids fails the call: Polar never records nothing silently.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import orjson
@@ -17,6 +17,7 @@ import orjson
 from polar_cli.errors import ContextLengthError, TokenCaptureError, UpstreamError
 from polar_cli.translate.dialects import SGLANG, Dialect
 from polar_cli.translate.ir import ChatRequest, FinishReason, Image, Message, Text, ToolCall, ToolKind, Usage
+from polar_cli.translate.json_checks import load_object
 
 ReasoningMode = Literal["reinject", "as-sent"]
 
@@ -112,18 +113,7 @@ def chat_body(request: ChatRequest, options: UpstreamOptions, rid: str) -> dict[
     max_tokens = s.max_tokens
     if options.max_tokens_cap is not None and (max_tokens is None or max_tokens > options.max_tokens_cap):
         max_tokens = options.max_tokens_cap
-    for key, value in (
-        ("max_tokens", max_tokens),
-        ("temperature", s.temperature),
-        ("top_p", s.top_p),
-        ("top_k", s.top_k),
-        ("min_p", s.min_p),
-        ("presence_penalty", s.presence_penalty),
-        ("frequency_penalty", s.frequency_penalty),
-        ("seed", s.seed),
-    ):
-        if value is not None:
-            body[key] = value
+    body.update(replace(s, max_tokens=max_tokens).numbers())
     if s.stop:
         body["stop"] = list(s.stop)
     fmt = request.response_format
@@ -337,6 +327,14 @@ def upstream_error(status: int, body: bytes) -> UpstreamError:
     if status in (400, 422):  # the server refused what the harness asked for: the caller's fault, not transient
         return UpstreamError(f"upstream refused the request: {message}", status=400, kind="invalid_request")
     return UpstreamError(f"upstream failed ({status}): {message}", status=502)
+
+
+def upstream_answer(status: int, body: bytes) -> dict[str, Any]:
+    """The JSON object of an upstream answer: `upstream_error` for a status other than 200, UpstreamError for a body
+    that is not a JSON object (a server's fault, never the caller's)."""
+    if status != 200:
+        raise upstream_error(status, body)
+    return load_object(body, "upstream answer", UpstreamError)
 
 
 def _error_message(body: bytes) -> str:
