@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from polar_cli.errors import ConfigError
+from polar_cli.harness.quirks import quirks_of
 from polar_cli.harness.recovery import Recovery
 from polar_cli.translate.codec import ApiName
 
@@ -69,12 +70,15 @@ class HarnessAdapter:
     build: Callable[[str, Wiring, str], Launch] = field(repr=False)
     # the API it speaks to the gateway (None: not declared)
     api: ApiName | None = None
-    # what the gateway's codecs do for this harness's traffic, one line each (`quirks.py`; `polar harnesses`)
-    quirks: tuple[str, ...] = ()
     # None: its own bundle, harness_images/<name> (`session.mount_bundle`); a custom harness names another
     bundle_ref: BundleRef | None = None
     # how it exits after an error it recovered from (`recovery.py`); None: every non-zero exit is a harness error
     recovery: Recovery | None = None
+
+    @property
+    def quirks(self) -> tuple[str, ...]:
+        """What the gateway's codecs do for this harness's traffic, one line each (`quirks.py`; `polar harnesses`)."""
+        return quirks_of(self.name, self.api)
 
     @property
     def bundle_dir(self) -> str:

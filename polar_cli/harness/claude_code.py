@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from polar_cli.harness import quirks
 from polar_cli.harness.base import HOME, HarnessAdapter, Launch, Wiring, base_env
 
 NAME = "claude-code"
@@ -43,10 +42,5 @@ def build(instruction: str, wiring: Wiring, workdir: str) -> Launch:
 
 
 ADAPTER = HarnessAdapter(
-    name=NAME,
-    package="@anthropic-ai/claude-code",
-    shell_tool="Bash",
-    build=build,
-    api="anthropic_messages",
-    quirks=quirks.CLAUDE_CODE,
+    name=NAME, package="@anthropic-ai/claude-code", shell_tool="Bash", build=build, api="anthropic_messages"
 )

@@ -7,7 +7,6 @@ auto-approved. The binary is Bun-compiled and runs by itself (bin/cline is the p
 
 from __future__ import annotations
 
-from polar_cli.harness import quirks
 from polar_cli.harness.base import HOME, HarnessAdapter, Launch, Wiring, base_env, json_file
 
 NAME = "cline"
@@ -47,6 +46,4 @@ def build(instruction: str, wiring: Wiring, workdir: str) -> Launch:
     )
 
 
-ADAPTER = HarnessAdapter(
-    name=NAME, package="cline", shell_tool="run_commands", build=build, api="openai_chat", quirks=quirks.CLINE
-)
+ADAPTER = HarnessAdapter(name=NAME, package="cline", shell_tool="run_commands", build=build, api="openai_chat")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from polar_cli.harness import quirks
 from polar_cli.harness.base import HOME, HarnessAdapter, Launch, Wiring, base_env, node_argv, toml_string
 
 NAME = "codex"
@@ -57,10 +56,5 @@ def build(instruction: str, wiring: Wiring, workdir: str) -> Launch:
 
 
 ADAPTER = HarnessAdapter(
-    name=NAME,
-    package="@openai/codex",
-    shell_tool="exec_command",
-    build=build,
-    api="openai_responses",
-    quirks=quirks.CODEX,
+    name=NAME, package="@openai/codex", shell_tool="exec_command", build=build, api="openai_responses"
 )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from polar_cli.harness import quirks
 from polar_cli.harness.base import HOME, HarnessAdapter, Launch, Wiring, base_env, json_file, node_argv
 
 NAME = "gemini-cli"
@@ -58,10 +57,5 @@ def build(instruction: str, wiring: Wiring, workdir: str) -> Launch:
 
 
 ADAPTER = HarnessAdapter(
-    name=NAME,
-    package="@google/gemini-cli",
-    shell_tool="run_shell_command",
-    build=build,
-    api="google_genai",
-    quirks=quirks.GEMINI_CLI,
+    name=NAME, package="@google/gemini-cli", shell_tool="run_shell_command", build=build, api="google_genai"
 )

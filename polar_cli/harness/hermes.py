@@ -9,7 +9,6 @@ expands from the environment when it loads the config. The rest of the config ke
 
 from __future__ import annotations
 
-from polar_cli.harness import quirks
 from polar_cli.harness.base import HOME, HarnessAdapter, Launch, Wiring, base_env, json_file
 
 NAME = "hermes"
@@ -82,6 +81,4 @@ def build(instruction: str, wiring: Wiring, workdir: str) -> Launch:
     )
 
 
-ADAPTER = HarnessAdapter(
-    name=NAME, package="hermes-agent", shell_tool="terminal", build=build, api="openai_chat", quirks=quirks.HERMES
-)
+ADAPTER = HarnessAdapter(name=NAME, package="hermes-agent", shell_tool="terminal", build=build, api="openai_chat")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Literal
 
-from polar_cli.harness import quirks
 from polar_cli.harness.base import HOME, HarnessAdapter, Launch, Wiring, base_env, json_file, node_argv
 from polar_cli.translate.codec import ApiName
 
@@ -72,14 +71,7 @@ def adapter_for(api: ApiName) -> HarnessAdapter:
             stdin=stdin,
         )
 
-    return HarnessAdapter(
-        name=NAME,
-        package="@mariozechner/pi-coding-agent",
-        shell_tool="bash",
-        build=build,
-        api=api,
-        quirks=quirks.PI[api],
-    )
+    return HarnessAdapter(name=NAME, package="@mariozechner/pi-coding-agent", shell_tool="bash", build=build, api=api)
 
 
 ADAPTER = adapter_for("openai_chat")

@@ -3,7 +3,8 @@
 The gateway never asks which harness is calling: it decodes by API, and every quirk below is a codec rule that fires
 for any request of that shape. Each line names where the rule lives, so this table can be checked against the code
 (`translate/`), and it lists only rules that were written for (and are exercised by) that harness's recorded
-traffic (docs/harnesses.md "Recorded traffic"). A new adapter adds its own entry; none is a valid answer.
+traffic (docs/harnesses.md "Recorded traffic"). A new adapter adds its own entry to `BY_HARNESS`; none is a valid
+answer. `HarnessAdapter.quirks` reads this table (`quirks_of`), so an adapter never names its own entry.
 """
 
 from __future__ import annotations
@@ -54,3 +55,23 @@ OPENCODE = ("stream_options.include_usage: a usage chunk before [DONE] (openai_c
 CLINE = OPENCODE
 # Hermes streams Chat Completions through the OpenAI SDK with stream_options.include_usage, like the two above
 HERMES = OPENCODE
+
+# built-in harness name -> its quirks; Pi's are in `PI`, by the API its adapter speaks
+BY_HARNESS: dict[str, tuple[str, ...]] = {
+    "claude-code": CLAUDE_CODE,
+    "codex": CODEX,
+    "qwen-code": QWEN_CODE,
+    "gemini-cli": GEMINI_CLI,
+    "opencode": OPENCODE,
+    # Kilo is an opencode fork: the same provider, the same traffic
+    "kilo": OPENCODE,
+    "cline": CLINE,
+    "hermes": HERMES,
+}
+
+
+def quirks_of(harness: str, api: ApiName | None) -> tuple[str, ...]:
+    """The quirks the gateway's codecs apply to ``harness``'s traffic in ``api``; () for a harness with none."""
+    if harness == "pi" and api is not None:
+        return PI[api]
+    return BY_HARNESS.get(harness, ())

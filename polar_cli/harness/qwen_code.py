@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from polar_cli.harness import quirks
 from polar_cli.harness.base import HOME, HarnessAdapter, Launch, Wiring, base_env, json_file, node_argv
 
 NAME = "qwen-code"
@@ -42,10 +41,5 @@ def build(instruction: str, wiring: Wiring, workdir: str) -> Launch:
 
 
 ADAPTER = HarnessAdapter(
-    name=NAME,
-    package="@qwen-code/qwen-code",
-    shell_tool="run_shell_command",
-    build=build,
-    api="openai_chat",
-    quirks=quirks.QWEN_CODE,
+    name=NAME, package="@qwen-code/qwen-code", shell_tool="run_shell_command", build=build, api="openai_chat"
 )
