@@ -20,6 +20,7 @@ import subprocess
 import tarfile
 import tempfile
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,10 @@ QWEN3_FILES = {
 BUILTIN = {"qwen3": (QWEN3_NPM, QWEN3_FILES)}
 # a message after the turn, so the template renders the turn as history (see the module docstring)
 _NEXT = {"role": "user", "content": "polar-next-turn"}
+# what a chat template renders: messages and tool specs as OpenAI Chat spells them, and the template's kwargs
+Messages = Sequence[Mapping[str, Any]]
+Tools = Sequence[Mapping[str, Any]]
+Kwargs = Mapping[str, Any]
 
 
 def cache_dir() -> Path:
@@ -94,6 +99,22 @@ def resolve_tokenizer(name: str) -> Path:
     return path
 
 
+@dataclass(frozen=True, slots=True)
+class _Turn:
+    """An assistant turn after its context, as `ChatTokenizer.sampled_text` renders it: always with the same tools
+    and template kwargs."""
+
+    context: Messages
+    tools: Tools | None
+    turn: Mapping[str, Any]
+    kwargs: Kwargs | None
+
+
+def _shared_length(a: Sequence[Any], b: Sequence[Any]) -> int:
+    """How many leading items ``a`` and ``b`` have in common."""
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+
+
 class ChatTokenizer:
     """A chat template, a vocabulary, and the end-of-turn token(s) that end every sampled turn.
 
@@ -133,34 +154,18 @@ class ChatTokenizer:
         eot = eot_token or tokenizer.eos_token
         return cls(template, vocab, [eot] if eot else [])
 
-    def render(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        tools: Sequence[Mapping[str, Any]] | None,
-        kwargs: Mapping[str, Any] | None,
-        *,
-        generation_prompt: bool,
-    ) -> str:
+    def render(self, messages: Messages, tools: Tools | None, kwargs: Kwargs | None, *, generation_prompt: bool) -> str:
         return self.template.render(messages, tools, kwargs, generation_prompt=generation_prompt)
 
     def encode(self, text: str) -> list[int]:
         # the template spells out every special token itself (BOS included, where a model has one)
         return self.vocab.encode(text)
 
-    def prompt_ids(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        tools: Sequence[Mapping[str, Any]] | None,
-        kwargs: Mapping[str, Any] | None = None,
-    ) -> list[int]:
+    def prompt_ids(self, messages: Messages, tools: Tools | None, kwargs: Kwargs | None = None) -> list[int]:
         return self.encode(self.render(messages, tools, kwargs, generation_prompt=True))
 
     def sampled_text(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        tools: Sequence[Mapping[str, Any]] | None,
-        turn: Mapping[str, Any],
-        kwargs: Mapping[str, Any] | None = None,
+        self, messages: Messages, tools: Tools | None, turn: Mapping[str, Any], kwargs: Kwargs | None = None
     ) -> str:
         """The text a model trained on this template writes for ``turn``: the turn rendered as the last message.
 
@@ -177,80 +182,59 @@ class ChatTokenizer:
         prompt = self.render(messages, tools, kwargs, generation_prompt=True)
         full = self.render([*messages, turn], tools, kwargs, generation_prompt=False)
         if full.startswith(prompt):
-            return self._cut(full[len(prompt) :], messages, tools, turn, kwargs)
+            return self._cut(full[len(prompt) :], _Turn(messages, tools, turn, kwargs))
         for context in (messages, [_NEXT]):
-            text = self._turn_after(context, tools, turn, kwargs)
+            text = self._turn_after(_Turn(context, tools, turn, kwargs))
             if text is not None:
                 return text
         raise ConfigError("the chat template renders no assistant turn after the generation prompt")
 
-    def _turn_after(
-        self,
-        context: Sequence[Mapping[str, Any]],
-        tools: Sequence[Mapping[str, Any]] | None,
-        turn: Mapping[str, Any],
-        kwargs: Mapping[str, Any] | None,
-    ) -> str | None:
-        base = self.render(context, tools, kwargs, generation_prompt=False)
-        prompt = self.render(context, tools, kwargs, generation_prompt=True)
-        full = self.render([*context, turn], tools, kwargs, generation_prompt=False)
+    def _after(self, at: _Turn, *messages: Mapping[str, Any], generation_prompt: bool = False) -> str:
+        """``at``'s context followed by ``messages``, rendered with its tools and kwargs."""
+        return self.render([*at.context, *messages], at.tools, at.kwargs, generation_prompt=generation_prompt)
+
+    def _turn_after(self, at: _Turn) -> str | None:
+        base = self._after(at)
+        prompt = self._after(at, generation_prompt=True)
+        full = self._after(at, at.turn)
         if not (full.startswith(base) and prompt.startswith(base)):
             return None
         # compared as ids, so the shared part never ends inside a control token
         written, opened = self.encode(full[len(base) :]), self.encode(prompt[len(base) :])
-        shared = next((i for i, (a, b) in enumerate(zip(written, opened, strict=False)) if a != b), len(opened))
-        return self._cut(self.vocab.decode(written[shared:]), context, tools, turn, kwargs)
+        return self._cut(self.vocab.decode(written[_shared_length(written, opened) :]), at)
 
-    def _cut(
-        self,
-        rest: str,
-        context: Sequence[Mapping[str, Any]],
-        tools: Sequence[Mapping[str, Any]] | None,
-        turn: Mapping[str, Any],
-        kwargs: Mapping[str, Any] | None,
-    ) -> str:
+    def _cut(self, rest: str, at: _Turn) -> str:
         ends = [(i, t) for t in self.eot_tokens if (i := rest.find(t)) >= 0]
         if ends:
-            at, token = min(ends)
-            return rest[: at + len(token)]
-        opener = self._next_opener(context, tools, turn, kwargs)
+            at_end, token = min(ends)
+            return rest[: at_end + len(token)]
+        opener = self._next_opener(at)
         if opener is None:
             raise ConfigError("the chat template renders no end-of-turn token after the assistant turn")
         return rest + opener
 
-    def _next_opener(
-        self,
-        context: Sequence[Mapping[str, Any]],
-        tools: Sequence[Mapping[str, Any]] | None,
-        turn: Mapping[str, Any],
-        kwargs: Mapping[str, Any] | None,
-    ) -> str | None:
+    def _next_opener(self, at: _Turn) -> str | None:
         """For a template whose turns have no end token of their own (GLM), the stop token the model samples: the
         opener of the turn that follows (a tool result after calls, else a user message), where it is one of
         ``eot_tokens``."""
-        calls = turn.get("tool_calls") or []
+        calls = at.turn.get("tool_calls") or []
         follower = (
             {"role": "tool", "tool_call_id": calls[0].get("id", ""), "content": ""}
             if calls
             else {"role": "user", "content": ""}
         )
-        alone = self.render([*context, turn], tools, kwargs, generation_prompt=False)
+        alone = self._after(at, at.turn)
         try:
-            followed = self.render([*context, turn, follower], tools, kwargs, generation_prompt=False)
+            followed = self._after(at, at.turn, follower)
         except TemplateError:
             return None
         # the history may render the turn differently (GLM drops reasoning before the last user message)
-        shared = next((i for i, (a, b) in enumerate(zip(alone, followed, strict=False)) if a != b), len(alone))
-        tail = followed[min(shared, len(followed)) :]
+        tail = followed[_shared_length(alone, followed) :]
         found = [(i, t) for t in self.eot_tokens if (i := tail.find(t)) >= 0]
         return min(found)[1] if found else None
 
     def sampled_ids(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        tools: Sequence[Mapping[str, Any]] | None,
-        turn: Mapping[str, Any],
-        kwargs: Mapping[str, Any] | None = None,
+        self, messages: Messages, tools: Tools | None, turn: Mapping[str, Any], kwargs: Kwargs | None = None
     ) -> list[int]:
         """The ids of assistant ``turn`` after ``messages``, ending with an end-of-turn id."""
         return self.encode(self.sampled_text(messages, tools, turn, kwargs))

@@ -10,7 +10,7 @@ parser name checked against swebench 5.0.2's ``PARSER_REGISTRY`` (and ours) and 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -245,21 +245,9 @@ def select(
     """
     chosen = list(instances)
     if instance_ids is not None:
-        wanted = list(dict.fromkeys(instance_ids))
-        known = {i.instance_id for i in chosen}
-        missing = [i for i in wanted if i not in known]
-        if missing:
-            raise ConfigError(f"--instance-ids: not in the manifest: {', '.join(missing)}")
-        keep = set(wanted)
-        chosen = [i for i in chosen if i.instance_id in keep]
+        chosen = _keep(chosen, instance_ids, lambda i: i.instance_id, "--instance-ids: not in the manifest:")
     if repos is not None:
-        wanted_repos = list(dict.fromkeys(repos))
-        present = {i.repo for i in chosen}
-        absent = [r for r in wanted_repos if r not in present]
-        if absent:
-            raise ConfigError(f"--repos: no selected instance of {', '.join(absent)}")
-        keep_repos = set(wanted_repos)
-        chosen = [i for i in chosen if i.repo in keep_repos]
+        chosen = _keep(chosen, repos, lambda i: i.repo, "--repos: no selected instance of")
     if limit is not None:
         if limit < 0:
             raise ConfigError(f"--limit {limit}: must not be negative")
@@ -268,3 +256,17 @@ def select(
         index, count = shard
         chosen = chosen[index::count]
     return chosen
+
+
+def _keep(
+    instances: list[Instance], wanted: Iterable[str], key: Callable[[Instance], str], missing: str
+) -> list[Instance]:
+    """The instances whose ``key`` is one of ``wanted``; a wanted value that none has is a `ConfigError` naming
+    every such value after ``missing``, so a typo never selects silently less than asked for."""
+    values = list(dict.fromkeys(wanted))
+    present = {key(i) for i in instances}
+    absent = [v for v in values if v not in present]
+    if absent:
+        raise ConfigError(f"{missing} {', '.join(absent)}")
+    keep = set(values)
+    return [i for i in instances if key(i) in keep]

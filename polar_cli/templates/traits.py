@@ -156,6 +156,21 @@ _S, _U = _system("polar-probe-system-0"), _user("polar-probe-user-0")
 _CALL = ("call_polar_1", "polar_probe_tool_1", '{"value": "polar-probe-arg-1"}')
 _CALL_2 = ("call_polar_2", "polar_probe_tool_2", '{"value": "polar-probe-arg-2"}')
 
+
+def _arguments_probe(name: str, n: int, arguments: str, markers: tuple[str, ...], dropped: TraitName | None) -> Probe:
+    """A tool call whose arguments text is not a JSON object, against the same call with ``{}``: a template that
+    parses arguments into an object refuses it (and one that renders the parsed object drops a string's text)."""
+    call_id, tool = f"call_polar_{n}", f"polar_probe_tool_{n}"
+    return Probe(
+        name,
+        (_U, _calls((call_id, tool, arguments))),
+        (_U, _calls((call_id, tool, "{}"))),
+        markers,
+        "needs_object_arguments",
+        dropped,
+    )
+
+
 PROBES: tuple[Probe, ...] = (
     # Codex: two developer messages lead the conversation; a third, because one template merges only the first two.
     # Each probe adds one piece to its control, so a server's prompt token count shows which piece was dropped.
@@ -218,14 +233,7 @@ PROBES: tuple[Probe, ...] = (
         "one_tool_call_per_message",
         "one_tool_call_per_message",
     ),
-    Probe(
-        "string_arguments",
-        (_U, _calls(("call_polar_3", "polar_probe_tool_3", '"polar-probe-arg-3"'))),
-        (_U, _calls(("call_polar_3", "polar_probe_tool_3", "{}"))),
-        ("polar-probe-arg-3",),
-        "needs_object_arguments",
-        "needs_object_arguments",
-    ),
+    _arguments_probe("string_arguments", 3, '"polar-probe-arg-3"', ("polar-probe-arg-3",), "needs_object_arguments"),
     # Codex sends its AGENTS.md, environment and prompt as user messages in a row; Claude Code's system turn after the
     # user's becomes a second user message once made safe
     Probe(
@@ -245,14 +253,7 @@ PROBES: tuple[Probe, ...] = (
         "needs_answer_before_user",
         "needs_answer_before_user",
     ),
-    Probe(
-        "empty_arguments",
-        (_U, _calls(("call_polar_4", "polar_probe_tool_4", ""))),
-        (_U, _calls(("call_polar_4", "polar_probe_tool_4", "{}"))),
-        (),
-        "needs_object_arguments",
-        None,
-    ),
+    _arguments_probe("empty_arguments", 4, "", (), None),
 )
 
 
