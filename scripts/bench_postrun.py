@@ -267,7 +267,7 @@ def sessions(
         for k in range(repeat):
             for instance in instances:
                 runtime = Runtime(responder(instance), images={"img"})
-                stages = GenerateStages(recipe, runtime, SessionSteps(runtime, pool), gateway, pool, work, None)  # type: ignore[arg-type]
+                stages = GenerateStages(recipe, SessionSteps(runtime, pool), gateway, work, None)  # type: ignore[arg-type]
                 plan = SessionPlan(f"{instance.instance_id}::pi::{k}", instance, ADAPTERS["pi"], 1, "img", "b")
                 job = Job(plan.key, plan, 600.0)
                 on()

@@ -149,14 +149,12 @@ class NodeWorker:
             from polar_cli.cluster.node_stages import NodeGenerateStages
 
             eot = config.builder.eot_token_id if config.builder.eot_token_id is not None else engine.eot_token_id
-            return NodeGenerateStages(config, runtime, steps, gateway, docker_pool, self.dir, eot)
+            return NodeGenerateStages(config, steps, gateway, self.dir, eot)
         from polar_cli.serve.stages import ServeStages
 
         return ServeStages(
-            runtime=runtime,
             steps=steps,
             gateway=gateway,
-            executor=docker_pool,
             state_dir=self.dir,
             eval_settings=config.eval,
             eval_timeout=config.timeouts.eval,

@@ -161,7 +161,7 @@ async def run_pools(
             steps = SessionSteps(runtime, docker_pool)
             outages = Outages()
             requeue = Requeue(outages, recipe.runtime.outage_retries, detection_window(recipe))
-            stages = GenerateStages(recipe, runtime, steps, gateway, docker_pool, out, engine.eot_token_id)
+            stages = GenerateStages(recipe, steps, gateway, out, engine.eot_token_id)
             stages.on_init = requeue.started_session
             c = recipe.concurrency
             node = StagePools(

@@ -14,12 +14,10 @@ task before, in the agent's own container (its instruction.md byte for byte, its
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import secrets
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import Executor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -35,8 +33,9 @@ from polar_cli.inference.gold import Task
 from polar_cli.judge.client import RECORD_NAME, Judge, JudgeError
 from polar_cli.node.gateway import NodeGateway
 from polar_cli.node.pools import Job, RunEnd, Timings
+from polar_cli.node.session_stages import SessionStages
 from polar_cli.node.session_steps import SessionSteps, in_thread
-from polar_cli.runtime.base import GATEWAY_ONLY, Runtime
+from polar_cli.runtime.base import GATEWAY_ONLY
 from polar_cli.swe.evaluate import Evaluation
 from polar_cli.swe.manifest import Instance
 from polar_cli.tasks.kinds import SWE, InSession, TaskKind, kind_of
@@ -85,36 +84,22 @@ class PooledSession:
     prepared: Prepared
 
 
-class GenerateStages:
+class GenerateStages(SessionStages):
     """The `node.pools.Stages` of a generate run."""
 
     def __init__(
-        self,
-        recipe: Recipe,
-        runtime: Runtime,
-        steps: SessionSteps,
-        gateway: NodeGateway,
-        executor: Executor,
-        run_dir: Path,
-        eot_token_id: int | None,
+        self, recipe: Recipe, steps: SessionSteps, gateway: NodeGateway, run_dir: Path, eot_token_id: int | None
     ) -> None:
+        # runtime.egress: each session's egress proxy socket and its log (`egress.sessions`); a task's own allowed
+        # hosts go to `SessionEgress.open`
+        egress = SessionEgress(recipe.runtime.egress.allowlist())
+        super().__init__(steps, gateway, egress, recipe.runtime.build_images)
         self.recipe = recipe
-        self.runtime = runtime
-        self.steps = steps
-        self.gateway = gateway
-        self.executor = executor
         self.run_dir = run_dir
         self.eot_token_id = recipe.builder.eot_token_id if recipe.builder.eot_token_id is not None else eot_token_id
-        self.model = gateway.engine.model
         self.eval_logs = run_logs(run_dir, recipe.name)
         # told each session's key as its INIT starts (`watches.Requeue` notes the outage epoch)
         self.on_init: Callable[[str], None] | None = None
-        # runtime.network gateway-only: the gateway's socket directory and the relay's bundle, found on first need
-        self._sandbox: tuple[str, str] | None = None
-        self._sandbox_lock = asyncio.Lock()
-        # runtime.egress: each session's egress proxy socket and its log (`egress.sessions`); a task's own allowed
-        # hosts go to `SessionEgress.open`
-        self.egress = SessionEgress(recipe.runtime.egress.allowlist())
         # the recipe's judge (docs/judge.md): scores sessions in POSTRUN, its calls never through the gateway
         self.judge = Judge.open(recipe.judge, gateway.engine.upstream, self.model) if recipe.judge else None
 
@@ -125,26 +110,13 @@ class GenerateStages:
         session_id = plan.new_session_id()
         task = self._task(plan)
         key = self.gateway.open_session(session_id, task)
-        try:
-            sandbox = await self._gateway_only() if self.recipe.runtime.network == GATEWAY_ONLY else None
-            hosts = plan.kind.shape().allowed_hosts
-            spec = await self.egress.open(self._spec(plan, session_id, sandbox), hosts)
-            prepared = await self.steps.prepare(spec, Wiring(self.gateway.url, key))
-        except BaseException:
-            self.gateway.close_session(key)
-            await self.egress.close(session_id)
-            raise
-        return PooledSession(session_id, key, prepared)
 
-    async def _gateway_only(self) -> tuple[str, str]:
-        """The gateway's socket directory (it listens there from now on) and the relay's bundle (built if missing)."""
-        async with self._sandbox_lock:
-            if self._sandbox is None:
-                socket_dir = await self.gateway.listen_unix()
-                build = self.recipe.runtime.build_images
-                relay = await in_thread(self.executor, lambda: self.runtime.relay(build=build, log=log.info))
-                self._sandbox = (str(socket_dir), relay)
-            return self._sandbox
+        async def spec() -> SessionSpec:
+            sandbox = await self.sandbox() if self.recipe.runtime.network == GATEWAY_ONLY else None
+            return await self.egress.open(self._spec(plan, session_id, sandbox), plan.kind.shape().allowed_hosts)
+
+        prepared = await self.prepare(session_id, key, spec, Wiring(self.gateway.url, key))
+        return PooledSession(session_id, key, prepared)
 
     def _task(self, plan: SessionPlan) -> Task:
         """What the scripted engines know: the reference patch, or a Harbor task's oracle."""
@@ -185,11 +157,6 @@ class GenerateStages:
     async def run(self, job: Job[SessionPlan], session: PooledSession, deadline: float) -> HarnessRun:
         return await self.steps.run(session.prepared, deadline, job.payload.agent_timeout(self.recipe))
 
-    async def discard(self, job: Job[SessionPlan], session: PooledSession) -> None:
-        self.gateway.close_session(session.key)
-        await self.steps.discard(session.prepared)
-        await self.egress.close(session.session_id)
-
     async def postrun(
         self, job: Job[SessionPlan], session: PooledSession | None, end: RunEnd, timings: Timings
     ) -> SessionFacts:
@@ -207,10 +174,7 @@ class GenerateStages:
                 start = time.monotonic()
                 verdict = await self._grade_in_session(plan.kind, session)
                 eval_seconds = time.monotonic() - start
-            collected, records = await self.steps.conclude(
-                self.gateway, session.key, session.prepared, artifacts, harness_run
-            )
-            egress = await self.egress.close(session_id, artifacts)
+            collected, records, egress = await self.conclude(session, artifacts, harness_run)
             if verdict is not None and verdict.patch is not None and not collected.error:
                 collected = Collected(verdict.patch, collected.artifacts)
         build = await in_thread(self.executor, lambda: self._build(records))

@@ -111,10 +111,8 @@ class LocalNode:
 
         assert self._gateway is not None, "start the node first"
         return ServeStages(
-            runtime=self._runtime,
             steps=SessionSteps(self._runtime, self._docker_pool),
             gateway=self._gateway,
-            executor=self._docker_pool,
             state_dir=self.state_dir,
             eval_settings=self.config.eval,
             eval_timeout=self.config.timeouts.eval,

@@ -15,7 +15,6 @@ import asyncio
 import logging
 import secrets
 from collections.abc import Callable, Sequence
-from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,8 +30,9 @@ from polar_cli.harness.base import Wiring
 from polar_cli.harness.session import HarnessRun, Prepared, SessionSpec, mount_bundle
 from polar_cli.node.gateway import NodeGateway
 from polar_cli.node.pools import Job, RunEnd, Timings
+from polar_cli.node.session_stages import SessionStages
 from polar_cli.node.session_steps import SessionSteps, in_thread
-from polar_cli.runtime.base import GATEWAY_ONLY, Runtime
+from polar_cli.runtime.base import GATEWAY_ONLY
 from polar_cli.serve.evaluators import Graded, evaluate
 from polar_cli.serve.results import SessionOutput
 from polar_cli.serve.tasks import TaskPlan
@@ -88,16 +88,14 @@ def weight_versions(records: Sequence[CaptureRecord], seqs: Sequence[int] | None
     return sorted(found)
 
 
-class ServeStages:
+class ServeStages(SessionStages):
     """The `node.pools.Stages` of the rollout service."""
 
     def __init__(
         self,
         *,
-        runtime: Runtime,
         steps: SessionSteps,
         gateway: NodeGateway,
-        executor: Executor,
         state_dir: Path,
         eval_settings: EvalConfig,
         eval_timeout: float,
@@ -107,24 +105,17 @@ class ServeStages:
         cancelled: Callable[[SessionJob], str | None],
         egress: Allowlist | None = None,
     ) -> None:
-        self.runtime = runtime
-        self.steps = steps
-        self.gateway = gateway
-        self.executor = executor
+        # the service's runtime.egress (a task cannot add hosts): gateway-only sessions' proxy sockets and logs
+        super().__init__(steps, gateway, SessionEgress(egress), build_images)
         self.state_dir = state_dir
         self.eval_settings = eval_settings
         self.eval_timeout = eval_timeout
-        self.build_images = build_images
         self.eot_token_id = eot_token_id
         self.cancelled = cancelled
-        self.model = gateway.engine.model
         self.eval_logs = run_logs(state_dir, name)
         self._bundles: dict[str, str | None] = {}
         self._images: set[str] = set()
         self._lock = asyncio.Lock()
-        self._sandbox: tuple[str, str] | None = None
-        # the service's runtime.egress (a task cannot add hosts): gateway-only sessions' proxy sockets and logs
-        self.egress = SessionEgress(egress)
 
     # ---- what INIT needs once per harness / image -----------------------------------------------------------------
 
@@ -162,16 +153,6 @@ class ServeStages:
             await in_thread(self.executor, ready)
         self._images.add(plan.image)
 
-    async def sandbox(self) -> tuple[str, str]:
-        async with self._lock:
-            if self._sandbox is None:
-                socket_dir = await self.gateway.listen_unix()
-                relay = await in_thread(
-                    self.executor, lambda: self.runtime.relay(build=self.build_images, log=log.info)
-                )
-                self._sandbox = (str(socket_dir), relay)
-            return self._sandbox
-
     # ---- the stages ---------------------------------------------------------------------------------------------
 
     async def init(self, job: Job[SessionJob], deadline: float) -> ServeSession:
@@ -183,6 +164,7 @@ class ServeStages:
         # what the scripted engines know: the reference patch, a Harbor task's oracle (`tasks.kinds`)
         gold = plan.kind.scripted(plan.instance, plan.workdir) if plan.instance else None
         sampling = plan.request.sampling.for_sample(sj.index)
+        model = plan.request.harness_spec().model
         key = self.gateway.open_session(
             session_id,
             gold,
@@ -190,9 +172,10 @@ class ServeStages:
             token_in=plan.token_in,
             token_budget=plan.request.max_sampled_tokens,
         )
-        try:
+
+        async def spec() -> SessionSpec:
             sandbox = await self.sandbox() if plan.network == GATEWAY_ONLY else None
-            spec = SessionSpec(
+            made = SessionSpec(
                 session_id=session_id,
                 harness=plan.harness,
                 image=plan.image,
@@ -210,25 +193,15 @@ class ServeStages:
                 labels={"polar.task": plan.task_id, "polar.key": sj.key},
                 sandbox=plan.sandbox,
             )
-            if plan.network == GATEWAY_ONLY:
-                spec = await self.egress.open(spec)
-            model = plan.request.harness_spec().model
-            prepared = await self.steps.prepare(spec, Wiring(self.gateway.url, key, model))
-        except BaseException:
-            self.gateway.close_session(key)
-            await self.egress.close(session_id)
-            raise
+            return await self.egress.open(made) if plan.network == GATEWAY_ONLY else made
+
+        prepared = await self.prepare(session_id, key, spec, Wiring(self.gateway.url, key, model))
         return ServeSession(session_id, key, prepared)
 
     async def run(self, job: Job[SessionJob], session: ServeSession, deadline: float) -> HarnessRun:
         # the deadline is on the gate's credited clock (the pools' too): time paused for a weight sync is not counted
         clock = self.gateway.gate.credited_clock
         return await self.steps.run(session.prepared, deadline, job.payload.plan.agent_timeout, clock)
-
-    async def discard(self, job: Job[SessionJob], session: ServeSession) -> None:
-        self.gateway.close_session(session.key)
-        await self.steps.discard(session.prepared)
-        await self.egress.close(session.session_id)
 
     async def postrun(
         self, job: Job[SessionJob], session: ServeSession | None, end: RunEnd, timings: Timings
@@ -242,10 +215,7 @@ class ServeStages:
         egress: EgressRows | None = None
         if session is not None:
             artifacts = self.state_dir / "artifacts" / session_id
-            collected, records = await self.steps.conclude(
-                self.gateway, session.key, session.prepared, artifacts, harness_run
-            )
-            egress = await self.egress.close(session_id, artifacts)
+            collected, records, egress = await self.conclude(session, artifacts, harness_run)
         build = await in_thread(self.executor, lambda: self._build(plan, records))
         cancelled = self.cancelled(sj)
         graded: Graded | None = None

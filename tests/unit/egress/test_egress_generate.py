@@ -32,9 +32,7 @@ ALLOW = {"runtime": {"egress": {"allow": ["pypi.org", "*.pythonhosted.org"]}}}
 def stages_for(recipe_data: dict[str, Any], tmp_path: Path, pool: ThreadPoolExecutor) -> GenerateStages:
     runtime = FakeRuntime(session_responder(result("done")))
     gateway = Gateway(tmp_path / "capture")
-    stages = GenerateStages(
-        parse_recipe(recipe_data, []), runtime, SessionSteps(runtime, pool), gateway, pool, tmp_path, None
-    )  # type: ignore[arg-type]
+    stages = GenerateStages(parse_recipe(recipe_data, []), SessionSteps(runtime, pool), gateway, tmp_path, None)  # type: ignore[arg-type]
     stages._evaluate = lambda plan, patch: failing_evaluation("org/model")  # type: ignore[method-assign]
     return stages
 

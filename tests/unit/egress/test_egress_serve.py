@@ -25,10 +25,8 @@ def stages(tmp_path: Path, pool: ThreadPoolExecutor, **kw: Any) -> ServeStages:
     runtime = FakeRuntime(session_responder(result("done")))
     gateway = SimpleNamespace(engine=SimpleNamespace(model="m"), close_session=lambda key: None)
     return ServeStages(
-        runtime=runtime,
         steps=SessionSteps(runtime, pool),
         gateway=gateway,  # type: ignore[arg-type]
-        executor=pool,
         state_dir=tmp_path,
         eval_settings=EvalConfig(),
         eval_timeout=60.0,

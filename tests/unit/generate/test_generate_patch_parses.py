@@ -59,7 +59,7 @@ def test_postrun_parses_the_collected_patch_once_and_the_test_patch_once(
     with ThreadPoolExecutor(2) as pool:
         gateway = Gateway(tmp_path / "capture")
         steps = SessionSteps(runtime, pool)
-        stages = GenerateStages(parse_recipe(RECIPE, []), runtime, steps, gateway, pool, tmp_path, None)  # type: ignore[arg-type]
+        stages = GenerateStages(parse_recipe(RECIPE, []), steps, gateway, tmp_path, None)  # type: ignore[arg-type]
         plan = SessionPlan("org__repo-1::pi::1", INSTANCE, ADAPTERS["pi"], 1, "img:1", "bundle-pi")
         spec = SessionSpec("sid.pi.1.abc", ADAPTERS["pi"], "img:1", "fix it", "bundle-pi", base_commit="abc")
         session = PooledSession("sid.pi.1.abc", "sk", prepare(runtime, spec, Wiring(gateway.url, "sk")))

@@ -98,7 +98,7 @@ def test_postrun_writes_the_logs_always_and_the_row_links_them(
     evaluation = failing_evaluation("org/model")
     with ThreadPoolExecutor(2) as pool:
         gateway = Gateway(tmp_path / "capture")
-        stages = GenerateStages(recipe, runtime, SessionSteps(runtime, pool), gateway, pool, tmp_path, None)  # type: ignore[arg-type]
+        stages = GenerateStages(recipe, SessionSteps(runtime, pool), gateway, tmp_path, None)  # type: ignore[arg-type]
         monkeypatch.setattr(stages, "_evaluate", lambda plan, patch: evaluation)
         plan = SessionPlan("org__repo-1::pi::1", INSTANCE, ADAPTERS["pi"], 1, "img", "bundle-pi")
         spec = SessionSpec("sid.pi.1.abc", ADAPTERS["pi"], "img", "fix it", "bundle-pi", base_commit="abc")

@@ -76,7 +76,7 @@ def test_an_exception_in_any_step_after_run_is_an_error_row_naming_it(
     with ThreadPoolExecutor(2) as pool:
         gateway = Gateway(tmp_path / "capture")
         steps = SessionSteps(runtime, pool)
-        stages = GenerateStages(recipe, runtime, steps, gateway, pool, tmp_path, None)  # type: ignore[arg-type]
+        stages = GenerateStages(recipe, steps, gateway, tmp_path, None)  # type: ignore[arg-type]
         monkeypatch.setattr(stages, "_evaluate", lambda plan, patch: failing_evaluation("org/model"))
         injected = {
             "conclude": (steps, "conclude"),
@@ -109,7 +109,7 @@ def test_a_postrun_error_after_a_run_error_keeps_both_in_its_reason(tmp_path: Pa
     recipe = parse_recipe(RECIPE, [])
     runtime = FakeRuntime(session_responder(result("done")))
     with ThreadPoolExecutor(1) as pool:
-        stages = GenerateStages(recipe, runtime, SessionSteps(runtime, pool), Gateway(tmp_path), pool, tmp_path, None)  # type: ignore[arg-type]
+        stages = GenerateStages(recipe, SessionSteps(runtime, pool), Gateway(tmp_path), tmp_path, None)  # type: ignore[arg-type]
         plan = SessionPlan("org__repo-1::pi::1", INSTANCE, ADAPTERS["pi"], 1, "img", "bundle-pi")
         end = RunEnd("run_error", error="docker went away")
         facts = stages.failed(Job(plan.key, plan, 1.0), None, end, Timings(), "POSTRUN raised OSError: EIO")

@@ -21,6 +21,7 @@ from polar_cli.errors import ConfigError, RuntimeFailure
 from polar_cli.generate.stages import GenerateStages, SessionPlan
 from polar_cli.harness import ADAPTERS, Wiring
 from polar_cli.harness.session import SessionSpec, run_session
+from polar_cli.node.session_steps import SessionSteps
 from polar_cli.runtime.base import (
     GATEWAY_ONLY,
     GATEWAY_SOCKET_DIR,
@@ -207,10 +208,10 @@ def test_generate_stages_open_the_socket_and_find_the_relay_once(tmp_path: Path)
     instance = Instance("i-1", "o/r", "", "fix it", "", "", (), ())
     plan = SessionPlan("k", instance, ADAPTERS["pi"], 1, "img", "bundle-pi")
     with ThreadPoolExecutor(2) as executor:
-        stages = GenerateStages(recipe, runtime, None, gateway, executor, tmp_path, None)  # type: ignore[arg-type]
+        stages = GenerateStages(recipe, SessionSteps(runtime, executor), gateway, tmp_path, None)  # type: ignore[arg-type]
 
         async def both() -> list[tuple[str, str]]:
-            return list(await asyncio.gather(stages._gateway_only(), stages._gateway_only()))
+            return list(await asyncio.gather(stages.sandbox(), stages.sandbox()))
 
         first, second = asyncio.run(both())
     assert first == second == (str(tmp_path / "sock"), "bundle-relay")
