@@ -29,7 +29,6 @@ from polar_cli.generate.rows import SessionFacts, build_row
 from polar_cli.generate.stages import SessionPlan
 from polar_cli.generate.state import Verdict
 from polar_cli.node.pools import Job, PoolLimits, RunEnd, StagePools, Timings
-from polar_cli.trajectory import per_request
 
 log = logging.getLogger("polar.cluster")
 
@@ -83,11 +82,6 @@ class ClusterRows:
             attempt=plan.attempt,
             model=self.model,
             end=end,
-            harness_run=None,
-            collected=None,
-            records=[],
-            build=per_request([]),
-            evaluation=None,
         )
         timing = timings.to_dict()
         timing["total"] = round(sum(timing.values()), 3)

@@ -9,7 +9,7 @@ the code from `REASONS` (the summary counts them by code).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from polar_cli.capture import CaptureRecord
@@ -23,7 +23,7 @@ from polar_cli.judge.client import JudgeResult
 from polar_cli.node.pools import RunEnd
 from polar_cli.swe.evaluate import Evaluation
 from polar_cli.swe.manifest import Instance
-from polar_cli.trajectory import Build
+from polar_cli.trajectory import Build, per_request
 from polar_cli.trajectory.stats import COUNTS
 
 Status = Literal[
@@ -83,11 +83,12 @@ class SessionFacts:
     attempt: int
     model: str
     end: RunEnd
-    harness_run: HarnessRun | None
-    collected: Collected | None
-    records: Sequence[CaptureRecord]
-    build: Build
-    evaluation: Evaluation | None
+    # what the session got to: none of it for a session that never ran (a node lost, a POSTRUN that raised)
+    harness_run: HarnessRun | None = None
+    collected: Collected | None = None
+    records: Sequence[CaptureRecord] = ()
+    build: Build = field(default_factory=lambda: per_request([]))
+    evaluation: Evaluation | None = None
     eval_seconds: float = 0.0
     # the evaluation's test_output.txt, relative to the run directory (`session_logs`); None when none was written
     eval_log_path: str | None = None

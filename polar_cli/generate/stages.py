@@ -249,9 +249,6 @@ class GenerateStages(SessionStages):
             end=RunEnd("ok", harness_run),  # so that the row's status is POSTRUN_ERROR, whatever RUN said
             harness_run=harness_run,
             collected=Collected("", (), error=failure),
-            records=[],
-            build=per_request([]),
-            evaluation=None,
             task_kind=plan.kind.name,
         )
 
