@@ -56,26 +56,36 @@ class ConfigError(PolarError):
 class AnsweredError(PolarError):
     """An error the gateway answers the caller with, whichever side is at fault.
 
-    ``status`` is the HTTP status to answer with; ``kind`` selects the error type in the caller's API shape.
+    ``status`` is the HTTP status to answer with; ``kind`` selects the error type in the caller's API shape. Each kind
+    of answered error names its usual pair in its class line, so raising one takes only the message; a raiser that
+    knows better passes its own.
     """
 
-    def __init__(self, message: str, *, status: int, kind: ErrorKind) -> None:
+    status: int
+    kind: ErrorKind
+
+    def __init_subclass__(cls, *, status: int | None = None, kind: ErrorKind | None = None) -> None:
+        """``class AuthError(RequestError, status=401, kind="authentication")``: what this kind of error answers when
+        its raiser names nothing else; a subclass that names neither answers as its parent does."""
+        super().__init_subclass__()
+        if status is not None:
+            cls.status = status
+        if kind is not None:
+            cls.kind = kind
+
+    def __init__(self, message: str, *, status: int | None = None, kind: ErrorKind | None = None) -> None:
         super().__init__(message)
         self.message = message
-        self.status = status
-        self.kind: ErrorKind = kind
+        self.status = self.status if status is None else status
+        self.kind = self.kind if kind is None else kind
 
 
-class RequestError(AnsweredError):
+class RequestError(AnsweredError, status=400, kind="invalid_request"):
     """The caller's request is malformed or unsupported."""
 
-    def __init__(self, message: str, *, status: int = 400, kind: ErrorKind = "invalid_request") -> None:
-        super().__init__(message, status=status, kind=kind)
 
-
-class AuthError(RequestError):
-    def __init__(self, message: str) -> None:
-        super().__init__(message, status=401, kind="authentication")
+class AuthError(RequestError, status=401, kind="authentication"):
+    """Unknown or missing session key."""
 
 
 def _protocol_kind(status: int) -> ErrorKind:
@@ -90,21 +100,16 @@ class PeerProtocolError(RequestError):
         self.path = path
 
 
-class UpstreamError(AnsweredError):
+class UpstreamError(AnsweredError, status=502, kind="upstream"):
     """The inference server refused, failed or timed out."""
 
-    def __init__(self, message: str, *, status: int = 502, kind: ErrorKind = "upstream") -> None:
-        super().__init__(message, status=status, kind=kind)
 
-
-class ContextLengthError(UpstreamError):
-    def __init__(self, message: str) -> None:
-        super().__init__(message, status=400, kind="context_length")
+class ContextLengthError(UpstreamError, status=400, kind="context_length"):
+    """The prompt does not fit the model's context: each API answers it with its own context-length error."""
 
 
 class TokenCaptureError(UpstreamError):
-    def __init__(self, message: str) -> None:
-        super().__init__(message, status=502, kind="upstream")
+    """The answer carries no token ids: the call fails rather than be recorded without them."""
 
 
 class UpstreamProtocolError(UpstreamError):

@@ -22,9 +22,12 @@ from typing import Any, Literal
 from polar_cli.errors import RequestError
 from polar_cli.translate import ir
 from polar_cli.translate import json_checks as check
-from polar_cli.translate.codec import Codec, Route
+from polar_cli.translate.codec import Route, module_codec
 from polar_cli.translate.openai_chat_encode import encode_error, encode_response, encode_stream
 from polar_cli.translate.openai_responses_tools import custom_tool_description
+
+# The codec's functions (`codec.module_codec` finds them here) and what the Responses module builds on.
+__all__ = ["CODEC", "decode_request", "encode_error", "encode_response", "encode_stream", "sampling_fields"]
 
 # Content part types each role may carry; anything else is refused with the role named.
 _PART_TYPES: Mapping[str, frozenset[str]] = {
@@ -386,11 +389,4 @@ def _refuse_unservable_outputs(body: Mapping[str, Any]) -> None:
         raise RequestError("audio: audio output is not supported")
 
 
-CODEC = Codec(
-    name="openai_chat",
-    decode_request=decode_request,
-    encode_response=encode_response,
-    encode_stream=encode_stream,
-    encode_error=encode_error,
-    tool_call_id_prefix="call_",
-)
+CODEC = module_codec(__name__)

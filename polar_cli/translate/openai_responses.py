@@ -23,7 +23,7 @@ from typing import Any
 from polar_cli.errors import ErrorKind, RequestError
 from polar_cli.translate import ir
 from polar_cli.translate import json_checks as check
-from polar_cli.translate.codec import Codec, Route
+from polar_cli.translate.codec import Route, module_codec
 from polar_cli.translate.openai_chat import sampling_fields
 from polar_cli.translate.openai_responses_encode import (
     encode_error,
@@ -41,7 +41,15 @@ from polar_cli.translate.openai_responses_tools import (
     flat_names,
 )
 
-__all__ = ["CODEC", "custom_tool_description", "decode_request", "drop_hosted_tools"]
+__all__ = [
+    "CODEC",
+    "custom_tool_description",
+    "decode_request",
+    "drop_hosted_tools",
+    "encode_error",
+    "encode_response",
+    "encode_stream",
+]
 
 _EFFORT_OFF = "none"
 
@@ -288,13 +296,6 @@ def _encode_stream_error(
     return encode_failed_stream(request, completion_id=completion_id, created=created, kind=kind, message=message)
 
 
-CODEC = Codec(
-    name="openai_responses",
-    decode_request=decode_request,
-    encode_response=encode_response,
-    encode_stream=encode_stream,
-    encode_error=encode_error,
-    tool_call_id_prefix="call_",
-    encode_stream_error=_encode_stream_error,
-    stream_error_kinds=frozenset({"context_length"}),
+CODEC = module_codec(
+    __name__, encode_stream_error=_encode_stream_error, stream_error_kinds=frozenset({"context_length"})
 )
