@@ -159,8 +159,8 @@ class Judge:
         self.transport = transport
         self.model = model
         self.endpoint = endpoint
-        self.policy = Policy(config.mode, config.threshold, config.weights.tests, config.weights.judge)
-        self.caps = Caps(config.tool_output_chars, config.message_chars, config.include_system)
+        self.policy = Policy.of(config)
+        self.caps = Caps.of(config)
 
     @classmethod
     def open(cls, config: JudgeConfig, engine_upstream: Upstream | None, engine_model: str) -> Judge:

@@ -15,17 +15,27 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from polar_cli.judge.config import JudgeConfig, JudgeMode, JudgeWeights
+
 Kind = Literal["accepted", "rejected", "error"]
+
+# The recipe's default weights (``judge.weights``), for a policy made without them: one home for their values.
+_DEFAULT_WEIGHTS = JudgeWeights()
 
 
 @dataclass(frozen=True, slots=True)
 class Policy:
     """The recipe's mode, threshold and weights."""
 
-    mode: str
+    mode: JudgeMode
     threshold: float
-    tests_weight: float = 0.5
-    judge_weight: float = 0.5
+    tests_weight: float = _DEFAULT_WEIGHTS.tests
+    judge_weight: float = _DEFAULT_WEIGHTS.judge
+
+    @classmethod
+    def of(cls, config: JudgeConfig) -> Policy:
+        """The policy a recipe's ``judge:`` section sets."""
+        return cls(config.mode, config.threshold, config.weights.tests, config.weights.judge)
 
     def combine(self, tests: float, judge: float) -> tuple[float, bool]:
         """(the row's reward, whether it passes)."""

@@ -33,6 +33,23 @@ class Criterion:
     description: str
     weight: float
 
+    @classmethod
+    def parse(cls, item: Any, where: str) -> Criterion:
+        """One entry of ``criteria``; ConfigError naming ``where`` and what is wrong."""
+        if not isinstance(item, dict):
+            raise ConfigError(f"{where}: expected a mapping with name, description, weight")
+        unknown = set(item) - {"name", "description", "weight"}
+        if unknown:
+            raise ConfigError(f"{where}: unknown keys {sorted(unknown)} (name, description, weight)")
+        name, description, weight = item.get("name"), item.get("description"), item.get("weight", 1)
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise ConfigError(f"{where}: name must match {_NAME.pattern}, got {name!r}")
+        if not isinstance(description, str) or not description.strip():
+            raise ConfigError(f"{where} ({name}): description must be non-empty text")
+        if not isinstance(weight, int | float) or isinstance(weight, bool) or not 0 < weight < float("inf"):
+            raise ConfigError(f"{where} ({name}): weight must be a number above 0, got {weight!r}")
+        return cls(name, description.strip(), float(weight))
+
 
 @dataclass(frozen=True, slots=True)
 class Rubric:
@@ -63,27 +80,11 @@ def parse_rubric(data: bytes, source: str = "rubric") -> Rubric:
     items = raw.get("criteria")
     if not isinstance(items, list) or not items:
         raise ConfigError(f"{source}: criteria must be a non-empty list")
-    criteria = tuple(_criterion(item, f"{source}: criteria[{i}]") for i, item in enumerate(items))
+    criteria = tuple(Criterion.parse(item, f"{source}: criteria[{i}]") for i, item in enumerate(items))
     names = [c.name for c in criteria]
     if len(set(names)) != len(names):
         raise ConfigError(f"{source}: a criterion name is used twice: {names}")
     return Rubric(criteria, scale, hashlib.sha256(data).hexdigest(), str(raw.get("name") or ""))
-
-
-def _criterion(item: Any, where: str) -> Criterion:
-    if not isinstance(item, dict):
-        raise ConfigError(f"{where}: expected a mapping with name, description, weight")
-    unknown = set(item) - {"name", "description", "weight"}
-    if unknown:
-        raise ConfigError(f"{where}: unknown keys {sorted(unknown)} (name, description, weight)")
-    name, description, weight = item.get("name"), item.get("description"), item.get("weight", 1)
-    if not isinstance(name, str) or not _NAME.match(name):
-        raise ConfigError(f"{where}: name must match {_NAME.pattern}, got {name!r}")
-    if not isinstance(description, str) or not description.strip():
-        raise ConfigError(f"{where} ({name}): description must be non-empty text")
-    if not isinstance(weight, int | float) or isinstance(weight, bool) or not 0 < weight < float("inf"):
-        raise ConfigError(f"{where} ({name}): weight must be a number above 0, got {weight!r}")
-    return Criterion(name, description.strip(), float(weight))
 
 
 def load_rubric(path: str | Path) -> Rubric:

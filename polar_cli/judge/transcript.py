@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from polar_cli.capture import CaptureRecord
+from polar_cli.gateway.continuation import content_text
+from polar_cli.judge.config import JudgeConfig
 from polar_cli.trajectory import Trace
 
 
@@ -31,6 +33,11 @@ class Caps:
     tool_output_chars: int
     message_chars: int
     include_system: bool = False
+
+    @classmethod
+    def of(cls, config: JudgeConfig) -> Caps:
+        """The caps a recipe's ``judge:`` section sets."""
+        return cls(config.tool_output_chars, config.message_chars, config.include_system)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,21 +60,22 @@ def cut(text: str, cap: int) -> str:
 
 
 def text_of(content: Any) -> str:
-    """A message's content as text: a string, or the text of its parts (other parts named by their type)."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
+    """A message's content as text: a string, or the text of its parts, one a line (other parts named by their type).
+
+    Only a list of parts reads otherwise than the gateway reads it (`content_text`): the judge is shown that an image
+    was there, and where one part ends.
+    """
     if isinstance(content, list):
-        parts = []
-        for part in content:
-            if isinstance(part, dict):
-                text = part.get("text")
-                parts.append(text if isinstance(text, str) else f"<{part.get('type', 'part')}>")
-            else:
-                parts.append(str(part))
-        return "\n".join(parts)
-    return str(content)
+        return "\n".join(_part_text(part) for part in content)
+    return content_text(content)
+
+
+def _part_text(part: Any) -> str:
+    """A content part's text; a part without text (an image, say) as ``<its type>``."""
+    if isinstance(part, dict):
+        text = part.get("text")
+        return text if isinstance(text, str) else f"<{part.get('type', 'part')}>"
+    return str(part)
 
 
 def render(message: dict[str, Any], caps: Caps) -> str | None:
