@@ -29,18 +29,6 @@ Status = Literal["ok", "warn", "fail"]
 # image name -> present in the engine
 HasImage = Callable[[str], bool]
 
-# below this much free space (GB, 10^9 bytes) in the run directory's file system a run must not start
-# (`runtime.min_free_gb` in a recipe)
-DEFAULT_MIN_FREE_GB = 5.0
-DOCKER_TIMEOUT = 5.0
-# connecting to the engine URL; one tiny chat call (the token-field probe) may take longer on a loaded server
-CONNECT_TIMEOUT = 5.0
-PROBE_TIMEOUT = 30.0
-SGLANG_IMPORT_TIMEOUT = 60.0
-# more distinct instance images than this: one line per state (present, built at start, ...) instead of one each
-MAX_LISTED_IMAGES = 12
-PEM_BEGIN = b"-----BEGIN CERTIFICATE-----"
-
 
 @dataclass(frozen=True, slots=True)
 class Check:
@@ -52,6 +40,19 @@ class Check:
 
     def to_dict(self) -> dict[str, str | None]:
         return {"name": self.name, "status": self.status, "detail": self.detail, "fix": self.fix}
+
+
+# below this much free space (GB, 10^9 bytes) in the run directory's file system a run must not start
+# (`runtime.min_free_gb` in a recipe)
+DEFAULT_MIN_FREE_GB = 5.0
+DOCKER_TIMEOUT = 5.0
+# connecting to the engine URL; one tiny chat call (the token-field probe) may take longer on a loaded server
+CONNECT_TIMEOUT = 5.0
+PROBE_TIMEOUT = 30.0
+SGLANG_IMPORT_TIMEOUT = 60.0
+# more distinct instance images than this: one line per state (present, built at start, ...) instead of one each
+MAX_LISTED_IMAGES = 12
+PEM_BEGIN = b"-----BEGIN CERTIFICATE-----"
 
 
 def min_free_gb(recipe: Recipe | None) -> float:
@@ -324,19 +325,10 @@ async def _url_checks(
 
 async def _token_check(client: UpstreamClient, config: EngineConfig, model: str) -> Check:
     from polar_cli.gateway.probe import probe_dialect
-    from polar_cli.translate.dialects import dialect
-    from polar_cli.translate.upstream import UpstreamOptions
+    from polar_cli.inference.engines import upstream_options
 
-    options = UpstreamOptions(
-        dialect=dialect(config.upstream_dialect()),
-        model=model,
-        chat_template_kwargs=config.chat_template_kwargs,
-        max_tokens_cap=config.max_tokens_cap,
-        extra_body=config.extra_body,
-        reasoning=config.reasoning,
-    )
     try:
-        found = await probe_dialect(client, options)
+        found = await probe_dialect(client, upstream_options(config, model))
     except TokenCaptureError as exc:
         fix = 'the server must return token ids: see docs/upstream.md "Token fields" (engine.dialect for kind server)'
         return Check("engine-tokens", "fail", f"no token ids in the answer: {exc}", fix)

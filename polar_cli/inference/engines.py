@@ -74,7 +74,9 @@ class EngineHandle:
                 await asyncio.get_running_loop().run_in_executor(None, server.stop)
 
 
-def _options(config: EngineConfig, model: str) -> UpstreamOptions:
+def upstream_options(config: EngineConfig, model: str) -> UpstreamOptions:
+    """What the gateway sends the engine with (before the probe fixes the dialect); `polar doctor` probes with it too,
+    so its check calls the server as a run would."""
     return UpstreamOptions(
         dialect=dialect(config.upstream_dialect()),
         model=model,
@@ -152,7 +154,9 @@ async def open_engine(config: EngineConfig, run_dir: Path, *, executor: Executor
         tokenizer = await loop.run_in_executor(executor, load_tokenizer, config)
         model = config.model or f"polar-{config.kind}"
         scripted = ScriptedUpstream(POLICIES[config.kind], tokenizer, model, executor=executor, latency=config.latency)
-        handle = EngineHandle(config.kind, scripted, _options(config, model), config.gpu_count(), tokenizer.eot_id)
+        handle = EngineHandle(
+            config.kind, scripted, upstream_options(config, model), config.gpu_count(), tokenizer.eot_id
+        )
         handle.scripted = scripted
         handle.token_in = token_in_of(tokenizer) if config.token_in else None
         return await _probed(handle, config, tokenizer.template, executor)
@@ -170,7 +174,7 @@ async def open_engine(config: EngineConfig, run_dir: Path, *, executor: Executor
         url = upstream_root(config.url)
     client = UpstreamClient(url, timeout=config.upstream_timeout)
     handle = EngineHandle(
-        config.kind, client, _options(config, "default"), config.gpu_count(), server=server, token_in=token_in
+        config.kind, client, upstream_options(config, "default"), config.gpu_count(), server=server, token_in=token_in
     )
     try:
         name = config.model or (config.sglang.served_model_name if config.sglang is not None else None)
@@ -189,7 +193,7 @@ async def _open_pool(
     """``engine.urls``: one pool over the running servers, each of which must serve the same model with token ids."""
     urls = config.server_urls()
     pool = UpstreamPool(urls, timeout=config.upstream_timeout)
-    handle = EngineHandle(config.kind, pool, _options(config, "default"), config.gpu_count(), token_in=token_in)
+    handle = EngineHandle(config.kind, pool, upstream_options(config, "default"), config.gpu_count(), token_in=token_in)
     try:
         served = {url: await on_worker(url, served_model(w.client)) for url, w in zip(urls, pool.workers, strict=True)}
         if len(set(served.values())) > 1:
