@@ -1,5 +1,5 @@
 """What the commands share: Polar's error tree mapped to exit codes, one ``error:`` line on stderr, and the options
-of those that serve until stopped.
+several of them take alike (those of the commands that serve until stopped, ``--json``).
 
 0    the work ran (a run whose sessions were rejected, or an evaluation of unresolved patches, still ran)
 1    the work itself failed: a PolarError other than ConfigError, or the disk (OSError)
@@ -25,6 +25,8 @@ INTERRUPTED = 130
 LogLevelOpt = Annotated[str, typer.Option(help="debug | info | warning")]
 MetricsPortOpt = Annotated[int | None, typer.Option(help="Serve Prometheus metrics on this port (docs/metrics.md)")]
 MetricsHostOpt = Annotated[str, typer.Option(help="Address of the metrics port")]
+# `polar evaluate`, `polar validate`, `polar merge-traces`: the result on stdout as JSON instead of a table
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as JSON.")]
 
 
 def fail(message: object, code: int) -> typer.Exit:

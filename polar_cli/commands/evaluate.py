@@ -12,23 +12,8 @@ from typing import Annotated
 
 import typer
 
-from polar_cli.commands.common import FAILED, exit_codes
-from polar_cli.commands.swe_jobs import (
-    ExactOpt,
-    JsonOpt,
-    ManifestArg,
-    NetworkOpt,
-    RunIdOpt,
-    TamperOpt,
-    TemplateOpt,
-    TimeoutOpt,
-    WorkersOpt,
-    check_options,
-    report,
-    run_jobs,
-    run_logs,
-    tamper_mode,
-)
+from polar_cli.commands import swe_jobs
+from polar_cli.commands.common import FAILED, JsonOpt, exit_codes
 from polar_cli.swe.evaluate import DEFAULT_NETWORK, DEFAULT_TIMEOUT, Evaluation, evaluate_many
 from polar_cli.swe.manifest import load_manifest
 from polar_cli.swe.predictions import evaluation_jobs, evaluation_report, load_predictions
@@ -65,18 +50,18 @@ def _print_evaluations(results: Sequence[Evaluation]) -> None:
 
 def evaluate(
     predictions: Annotated[Path, typer.Argument(help="SWE-bench predictions (.jsonl or .json).")],
-    manifest: ManifestArg,
+    manifest: swe_jobs.ManifestArg,
     out: Annotated[
         Path | None, typer.Option(help="Write the full report (per-test results) to this JSON file.")
     ] = None,
     json_: JsonOpt = False,
-    image_template: TemplateOpt = None,
-    timeout: TimeoutOpt = DEFAULT_TIMEOUT,
-    workers: WorkersOpt = 1,
-    run_id: RunIdOpt = None,
-    network: NetworkOpt = DEFAULT_NETWORK,
-    tamper: TamperOpt = None,
-    swe_bench_exact: ExactOpt = False,
+    image_template: swe_jobs.TemplateOpt = None,
+    timeout: swe_jobs.TimeoutOpt = DEFAULT_TIMEOUT,
+    workers: swe_jobs.WorkersOpt = 1,
+    run_id: swe_jobs.RunIdOpt = None,
+    network: swe_jobs.NetworkOpt = DEFAULT_NETWORK,
+    tamper: swe_jobs.TamperOpt = None,
+    swe_bench_exact: swe_jobs.ExactOpt = False,
 ) -> None:
     """Grade SWE-bench-style predictions (instance_id, model_patch, model_name_or_path) exactly as SWE-bench does,
     except that by default a patch that changes test infrastructure its test patch does not own (a conftest.py,
@@ -86,14 +71,14 @@ def evaluate(
     working directory); the report links each one as ``log_path``.
     """
     with exit_codes():
-        check_options(timeout, workers, out)
-        logs = run_logs(out, run_id)
+        swe_jobs.check_options(timeout, workers, out)
+        logs = swe_jobs.run_logs(out, run_id)
         instances = load_manifest(manifest)
-        mode = tamper_mode(tamper, swe_bench_exact)
+        mode = swe_jobs.tamper_mode(tamper, swe_bench_exact)
         jobs = evaluation_jobs(
             load_predictions(predictions), instances, image_template, timeout, network=network, tamper=mode
         )
-        results = run_jobs(
+        results = swe_jobs.run_jobs(
             evaluate_many,
             jobs,
             workers,
@@ -101,6 +86,6 @@ def evaluate(
             save=logs.write,
         )
         payload = evaluation_report(results, logs, network=network)
-        report(payload, out, json_, lambda: _print_evaluations(results))
+        swe_jobs.report(payload, out, json_, lambda: _print_evaluations(results))
     if payload["error_instances"]:
         raise typer.Exit(FAILED)

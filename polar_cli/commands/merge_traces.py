@@ -8,7 +8,7 @@ from typing import Annotated
 import orjson
 import typer
 
-from polar_cli.commands.common import FAILED, exit_codes, fail
+from polar_cli.commands.common import FAILED, JsonOpt, exit_codes, fail
 from polar_cli.trajectory.merge import DriftPolicy, MergeResult, Strategy, merge_capture
 from polar_cli.trajectory.stats import SPLIT_MEANING
 
@@ -33,7 +33,7 @@ def merge_traces(
             "and keeps the sampled ids (counted in drift_tokens); strict starts a new trace there."
         ),
     ] = DriftPolicy.tolerant,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Turn capture records into trainable traces (token ids, loss mask, logprobs, messages + tools)."""
     with exit_codes():

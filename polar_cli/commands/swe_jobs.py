@@ -43,7 +43,6 @@ ExactOpt = Annotated[
         "else changes.",
     ),
 ]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as JSON.")]
 RunIdOpt = Annotated[
     str | None,
     typer.Option(

@@ -14,10 +14,9 @@ from typing import Annotated, Any
 
 import typer
 
-from polar_cli.commands.common import FAILED, exit_codes
+from polar_cli.commands.common import FAILED, JsonOpt, exit_codes
 from polar_cli.commands.swe_jobs import (
     ExactOpt,
-    JsonOpt,
     NetworkOpt,
     RunIdOpt,
     TamperOpt,
