@@ -30,7 +30,6 @@ import io
 import json
 import pstats
 import sys
-import tarfile
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -51,7 +50,7 @@ from polar_cli.generate.rows import build_row
 from polar_cli.generate.stages import GenerateStages, SessionPlan
 from polar_cli.harness import ADAPTERS
 from polar_cli.harness import session as session_module
-from polar_cli.harness.collect import ARTIFACTS_FILE, PATCH_FILE
+from polar_cli.harness.collect import COLLECT_FILE
 from polar_cli.harness.session import HarnessRun
 from polar_cli.inference.gold import GOLD_DONE, Task, apply_patch_command
 from polar_cli.node.pools import Job, RunEnd, Timings
@@ -61,7 +60,7 @@ from polar_cli.swe import diffs, evaluate, tamper
 from polar_cli.swe.evaluate import Evaluation
 from polar_cli.swe.grading import END_TEST_OUTPUT, START_TEST_OUTPUT
 from polar_cli.swe.manifest import Instance, load_manifest
-from tests.support.fake_runtime import BASE, STRIPPED, FakeContainer, FakeRuntime, result
+from tests.support.fake_runtime import BASE, STRIPPED, FakeContainer, FakeRuntime, collected_tar, result
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = "Qwen/Qwen3-8B"
@@ -142,12 +141,7 @@ def responder(instance: Instance) -> Callable[[str, FakeContainer], ExecResult]:
     """A session container whose `git diff` is the gold patch, then an evaluation whose tests all pass."""
     tests = [*instance.fail_to_pass, *instance.pass_to_pass]
     log = "\n".join([START_TEST_OUTPUT, *(f"PASSED {t}" for t in tests), END_TEST_OUTPUT, ">>>>> Test Exit Code: 0\n"])
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        info = tarfile.TarInfo("root/.pi/agent/sessions/s.jsonl")
-        info.size = 3
-        tar.addfile(info, io.BytesIO(b"{}\n"))
-    artifacts = buf.getvalue()
+    collected = collected_tar(instance.patch.encode(), {"root/.pi/agent/sessions/s.jsonl": b"{}\n"})
     answers = {
         "polar-base": result(f"{BASE}\n"),
         "polar-strip": result(STRIPPED),
@@ -157,10 +151,8 @@ def responder(instance: Instance) -> Callable[[str, FakeContainer], ExecResult]:
     }
 
     def respond(name: str, container: FakeContainer) -> ExecResult:
-        if name == "polar-patch":
-            container.files[PATCH_FILE] = instance.patch.encode()
-        elif name == "polar-artifacts":
-            container.files[ARTIFACTS_FILE] = artifacts
+        if name == "polar-collect":
+            container.files[COLLECT_FILE] = collected
         return answers.get(name, result(""))
 
     return respond

@@ -1,7 +1,9 @@
 """After a run: the patch (git diff of the workdir against the base commit, new files included) and the artifacts.
 
 Both are computed inside the container by fixed shell scripts that take every variable part as a positional argument,
-and written to files that are then copied out, so stderr chatter never mixes into a patch.
+and written to files that are then copied out, so stderr chatter never mixes into a patch. POSTRUN takes both in one
+exec and one copy out (`COLLECT_SCRIPT`: the artifacts' tar and the patch, in one tar); `collect_patch` takes the
+patch alone.
 """
 
 from __future__ import annotations
@@ -9,10 +11,11 @@ from __future__ import annotations
 import io
 import tarfile
 from collections.abc import Sequence
-from pathlib import Path
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
 
 from polar_cli.errors import RuntimeFailure
-from polar_cli.runtime.base import Container
+from polar_cli.runtime.base import Container, ExecResult
 
 GIT = "git -c safe.directory=* -c core.quotepath=false"
 
@@ -25,6 +28,10 @@ if ! {GIT} rev-parse --verify -q HEAD >/dev/null 2>&1; then
 fi
 {GIT} rev-parse HEAD
 """
+
+# the output tar's members (`COLLECT_SCRIPT`)
+ARTIFACTS_MEMBER = "artifacts.tar"
+PATCH_MEMBER = "patch.diff"
 
 # $1 workdir, $2 base commit, $3 output file, then exclude pathspecs. A scratch index keeps the repo's own untouched.
 PATCH_SCRIPT = f"""
@@ -40,20 +47,39 @@ rm -f "$GIT_INDEX_FILE"
 exit $status
 """
 
-# $1 output tar, then absolute paths; the ones that exist are archived relative to /.
-ARTIFACTS_SCRIPT = """
-out=$1; shift
-n=$#
-for p in "$@"; do
-  if [ -e "$p" ]; then set -- "$@" "${p#/}"; fi
-done
+# $1 output tar, $2 how many artifact paths follow, those absolute paths, then PATCH_SCRIPT's workdir, base commit
+# and exclude pathspecs. The output tar holds `ARTIFACTS_MEMBER` (the artifact paths that exist, archived relative to
+# /; left out when there are none or archiving them failed, whose output is dropped) and `PATCH_MEMBER` (the patch, as
+# PATCH_SCRIPT takes it, in a subshell: its exit status is the script's, its output the only output).
+COLLECT_SCRIPT = f"""
+out=$1; n=$2; shift 2
+rm -f "$out"
+dir=$(mktemp -d) || exit 6
+artifacts() {{
+  k=$#; i=0
+  for p in "$@"; do
+    i=$((i + 1))
+    if [ "$i" -le "$n" ] && [ -e "$p" ]; then set -- "$@" "${{p#/}}"; fi
+  done
+  shift "$k"
+  [ "$#" -gt 0 ] || return 0
+  tar -C / -cf "$dir/{ARTIFACTS_MEMBER}" -- "$@" >/dev/null 2>&1 || rm -f "$dir/{ARTIFACTS_MEMBER}"
+}}
+artifacts "$@"
 shift "$n"
-[ "$#" -gt 0 ] || exit 0
-tar -C / -cf "$out" -- "$@"
+workdir=$1; base=$2; shift 2
+(
+set -- "$workdir" "$base" "$dir/{PATCH_MEMBER}" "$@"
+{PATCH_SCRIPT}
+)
+status=$?
+tar -C "$dir" -cf "$out" . || status=7
+rm -rf "$dir"
+exit "$status"
 """
 
 PATCH_FILE = "/tmp/.polar-exec/patch.diff"
-ARTIFACTS_FILE = "/tmp/.polar-exec/artifacts.tar"
+COLLECT_FILE = "/tmp/.polar-exec/collect.tar"
 
 
 def exclude_pathspecs(droppings: Sequence[str]) -> list[str]:
@@ -77,8 +103,19 @@ def patch_argv(workdir: str, base_commit: str, droppings: Sequence[str]) -> list
     ]
 
 
-def artifacts_argv(paths: Sequence[str]) -> list[str]:
-    return ["/bin/sh", "-c", ARTIFACTS_SCRIPT, "polar-artifacts", ARTIFACTS_FILE, *paths]
+def collect_argv(workdir: str, base_commit: str, droppings: Sequence[str], artifacts: Sequence[str]) -> list[str]:
+    return [
+        "/bin/sh",
+        "-c",
+        COLLECT_SCRIPT,
+        "polar-collect",
+        COLLECT_FILE,
+        str(len(artifacts)),
+        *artifacts,
+        workdir,
+        base_commit,
+        *exclude_pathspecs(droppings),
+    ]
 
 
 def prepare_base(container: Container, workdir: str, timeout: float = 120.0) -> str:
@@ -96,23 +133,71 @@ def collect_patch(
     """The agent's changes as a git patch (binary-safe, new files included, the harness's droppings left out)."""
     result = container.exec(patch_argv(workdir, base_commit, droppings), timeout=timeout)
     if result.exit_code != 0:
-        text = result.output.decode(errors="replace")
-        raise RuntimeFailure(f"collecting the patch failed (exit {result.exit_code}): {text[-500:]}")
-    # patches travel as JSON text (SWE-bench's model_patch); a non-UTF-8 hunk cannot be represented exactly there
-    return container.get_file(PATCH_FILE).decode("utf-8", errors="replace")
+        raise RuntimeFailure(_patch_failed(result))
+    return _patch_text(container.get_file(PATCH_FILE))
 
 
-def collect_artifacts(container: Container, paths: Sequence[str], dest: Path, timeout: float = 120.0) -> list[str]:
-    """Copy the harness's logs and transcripts into dest (keeping their absolute layout); returns what was found."""
-    if not paths:
-        return []
-    result = container.exec(artifacts_argv(paths), timeout=timeout)
-    if result.exit_code != 0:
-        return []
+@dataclass(frozen=True, slots=True)
+class Outputs:
+    """What `collect_outputs` took: the patch (None when it could not be taken, and ``error`` says why) and the
+    artifact paths found."""
+
+    patch: str | None
+    artifacts: list[str]
+    error: str | None = None
+
+
+def collect_outputs(
+    container: Container,
+    workdir: str,
+    base_commit: str,
+    droppings: Sequence[str],
+    artifacts: Sequence[str] = (),
+    dest: Path | None = None,
+    timeout: float = 420.0,
+) -> Outputs:
+    """`collect_patch` and the harness's logs and transcripts copied into ``dest`` (keeping their absolute layout; none
+    when ``dest`` is None), in one exec and one copy out. The artifacts come back even when the patch fails."""
+    paths = list(artifacts) if dest is not None else []
+    result = container.exec(collect_argv(workdir, base_commit, droppings, paths), timeout=timeout)
     try:
-        data = container.get_file(ARTIFACTS_FILE)
+        members = _tar_members(container.get_file(COLLECT_FILE))
     except FileNotFoundError:
-        return []  # none of the paths existed
+        members = {}  # the script failed before it wrote anything: its exit status says why
+    found = _extract_artifacts(members.get(ARTIFACTS_MEMBER), paths, dest) if dest is not None else []
+    if result.exit_code != 0:
+        return Outputs(None, found, _patch_failed(result))
+    patch = members.get(PATCH_MEMBER)
+    if patch is None:
+        return Outputs(None, found, "collecting the patch failed: the collect script wrote no patch")
+    return Outputs(_patch_text(patch), found)
+
+
+def _patch_failed(result: ExecResult) -> str:
+    text = result.output.decode(errors="replace")
+    return f"collecting the patch failed (exit {result.exit_code}): {text[-500:]}"
+
+
+def _patch_text(data: bytes) -> str:
+    # patches travel as JSON text (SWE-bench's model_patch); a non-UTF-8 hunk cannot be represented exactly there
+    return data.decode("utf-8", errors="replace")
+
+
+def _tar_members(data: bytes) -> dict[str, bytes]:
+    """The regular files of a tar by their base name."""
+    members: dict[str, bytes] = {}
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
+        for member in tar.getmembers():
+            fh = tar.extractfile(member) if member.isfile() else None
+            if fh is not None:
+                members[PurePosixPath(member.name).name] = fh.read()
+    return members
+
+
+def _extract_artifacts(data: bytes | None, paths: Sequence[str], dest: Path) -> list[str]:
+    """Unpack the artifacts' tar into dest; returns the paths that were found."""
+    if data is None:
+        return []  # none of the paths existed, or archiving them failed
     dest.mkdir(parents=True, exist_ok=True)
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
         # the "data" filter refuses absolute paths, links out of dest and device files

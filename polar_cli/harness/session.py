@@ -6,7 +6,8 @@
               base commit, strip everything after it from the repository (`history`), write the harness's config
               files. A failure removes the container before it raises.
     run       RUN: the harness's headless run, until it exits or its time is up (then its process tree is killed).
-    collect   POSTRUN: the harness's output and its own logs copied out, the patch taken against the base commit.
+    collect   POSTRUN: the harness's output and its own logs copied out, the patch taken against the base commit (one
+              exec and one copy out for both).
     finish    collect, then remove the container, whatever collect did.
     discard   remove the container without collecting (a session cancelled before its run ended).
 
@@ -42,7 +43,7 @@ from typing import Literal
 
 from polar_cli.errors import RuntimeFailure
 from polar_cli.harness.base import HarnessAdapter, Launch, Wiring
-from polar_cli.harness.collect import collect_artifacts, collect_patch, prepare_base
+from polar_cli.harness.collect import collect_outputs, prepare_base
 from polar_cli.harness.history import Stripped, strip_history
 from polar_cli.runtime.base import (
     GATEWAY_ONLY,
@@ -283,32 +284,35 @@ def _size(n: int | None) -> str:
 
 
 def collect(prepared: Prepared, artifacts_dir: Path | None, output: bytes | None) -> Collected:
-    """POSTRUN: the harness's output and logs into ``artifacts_dir`` (when given), then the patch."""
-    found: list[str] = []
+    """POSTRUN: the harness's output and logs into ``artifacts_dir`` (when given), and the patch (one exec)."""
+    files: Path | None = None
     if artifacts_dir is not None:
         artifacts_dir.mkdir(parents=True, exist_ok=True)
         if output is not None:
             (artifacts_dir / "harness-output.log").write_bytes(output)
-        found = collect_artifacts(prepared.container, prepared.launch.artifacts, artifacts_dir / "files")
-    try:
-        patch = collect_patch(
-            prepared.container, prepared.spec.workdir, prepared.base_commit, prepared.launch.droppings
-        )
-    except RuntimeFailure as exc:
-        return Collected("", tuple(found), str(exc))
-    return Collected(patch, tuple(found))
+        files = artifacts_dir / "files"
+    launch = prepared.launch
+    taken = collect_outputs(
+        prepared.container, prepared.spec.workdir, prepared.base_commit, launch.droppings, launch.artifacts, files
+    )
+    if taken.patch is None:
+        return Collected("", tuple(taken.artifacts), taken.error)
+    return Collected(taken.patch, tuple(taken.artifacts))
 
 
 def finish(prepared: Prepared, artifacts_dir: Path | None, output: bytes | None) -> Collected:
     """`collect`, and the container removed whatever happens. A runtime that cannot be reached (Docker down) makes
-    it a collection error, never an exception; a container it could not remove stays the runtime's to remove."""
+    it a collection error, never an exception; a container it could not remove stays the runtime's to remove.
+
+    The removal goes on in the background (`Container.remove` ``wait=False``): nothing after POSTRUN's collection
+    needs the container gone, so the evaluation's container starts while this one is still being removed."""
     try:
         return collect(prepared, artifacts_dir, output)
     except Exception as exc:
         return Collected("", (), f"collecting the session failed: {exc or type(exc).__name__}")
     finally:
         try:
-            prepared.container.remove()
+            prepared.container.remove(wait=False)
         except Exception as exc:
             log.warning("session %s: removing its container failed: %s", prepared.spec.session_id, exc)
 

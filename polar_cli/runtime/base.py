@@ -144,8 +144,10 @@ class Container(Protocol):
         """Read one file; raises FileNotFoundError when absent."""
         ...
 
-    def remove(self) -> None:
-        """Kill and remove; safe to call twice."""
+    def remove(self, *, wait: bool = True) -> None:
+        """Kill and remove; safe to call twice. ``wait=False`` for a container whose work is over: the removal goes on
+        in the background, off the caller's path, and stays the runtime's (its `close()` waits for it, and removes the
+        container itself if the background removal failed)."""
         ...
 
 

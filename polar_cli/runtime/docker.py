@@ -3,7 +3,9 @@
 Ownership: every container carries `polar.owner=<host>:<pid>:<process start time>`. A runtime removes its own
 containers on `close()` (also registered with atexit, so Ctrl-C and uncaught exceptions clean up), and `sweep()` removes
 containers whose owner process on this host is gone (a crash or SIGKILL). Bundle data containers (`polar.role=bundle`)
-are long-lived and never swept.
+are long-lived and never swept. A container whose work is over can be removed in the background (`remove(wait=False)`,
+`DockerRuntime.remove_later`): it stays the runtime's until it is gone, and `close()` waits for those removals first
+(`settle`).
 
 Exec: argv runs under `setsid` in its own process group, stdin from a file (never a terminal); output is read from
 the raw exec connection with socket timeouts against the deadline; at the deadline, or once its output passes the
@@ -17,6 +19,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import io
+import logging
 import os
 import secrets
 import socket
@@ -24,6 +27,7 @@ import tarfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -42,6 +46,11 @@ from polar_cli.runtime.execution import STATUS_SUFFIX, CappedBuffer, FrameDecode
 # How long an exec may keep streaming after its process group was killed (a stuck mount, a zombie) before we give up.
 KILL_GRACE = 5.0
 EXEC_DIR = "/tmp/.polar-exec"
+# threads that remove containers in the background (`DockerRuntime.remove_later`): a few, so that they never hold
+# more of the docker client's connection pool than a few
+REMOVERS = 4
+
+log = logging.getLogger("polar.runtime")
 
 
 def connect(timeout: float = 120.0) -> Any:
@@ -108,13 +117,11 @@ class DockerContainer:
     ) -> ExecResult:
         start = time.monotonic()
         token = secrets.token_hex(6)
-        pidfile = f"{EXEC_DIR}/{token}.pid"
+        pidfile = f"{EXEC_DIR}/{token}.pid"  # the wrapper writes it, making EXEC_DIR when it is missing
         stdin_path = "/dev/null"
-        files = {pidfile: b""}
         if stdin is not None:
             stdin_path = f"{EXEC_DIR}/{token}.stdin"
-            files[stdin_path] = stdin
-        self.put_files(files, mode=0o600)
+            self.put_files({stdin_path: stdin}, mode=0o600)
         exec_id = self._api.exec_create(
             self.id,
             wrapped_argv(argv, pidfile, stdin_path),
@@ -205,8 +212,11 @@ class DockerContainer:
                 raise IsADirectoryError(path)
             return fh.read()
 
-    def remove(self) -> None:
-        self._runtime.remove(self.id)
+    def remove(self, *, wait: bool = True) -> None:
+        if wait:
+            self._runtime.remove(self.id)
+        else:
+            self._runtime.remove_later(self.id)
 
 
 def _pump(
@@ -275,6 +285,9 @@ class DockerRuntime:
         self.kill_grace = kill_grace
         self._live: dict[str, str] = {}
         self._lock = threading.Lock()
+        # the threads of `remove_later`, started on first need, and the removals they have not finished
+        self._remover: ThreadPoolExecutor | None = None
+        self._removing: set[Future[None]] = set()
         atexit.register(self.close)
 
     def start(self, spec: ContainerSpec) -> DockerContainer:
@@ -320,6 +333,40 @@ class DockerRuntime:
                 raise RuntimeFailure(f"removing container {container_id[:12]}: {exc}") from exc
         with self._lock:
             self._live.pop(container_id, None)
+
+    def remove_later(self, container_id: str) -> None:
+        """`remove` on a background thread: the caller goes on at once. The container stays in `live()` until it is
+        gone, so `close()` (which first waits for the removals under way: `settle`) and, after a crash, `sweep()`
+        still find it; a removal that fails is logged and left to `close()`."""
+        with self._lock:
+            if self._remover is None:
+                self._remover = ThreadPoolExecutor(REMOVERS, thread_name_prefix="polar-remove")
+            try:
+                future = self._remover.submit(self._remove_logged, container_id)
+            except RuntimeError:  # the interpreter is shutting down: no new threads
+                future = None
+            if future is not None:
+                self._removing.add(future)
+        if future is None:
+            self.remove(container_id)
+        else:
+            future.add_done_callback(self._removed)
+
+    def _remove_logged(self, container_id: str) -> None:
+        try:
+            self.remove(container_id)
+        except Exception as exc:
+            log.warning("removing container %s failed (trying again at exit): %s", container_id[:12], exc)
+
+    def _removed(self, future: Future[None]) -> None:
+        with self._lock:
+            self._removing.discard(future)
+
+    def settle(self) -> None:
+        """Wait until the background removals under way (`remove_later`) have ended."""
+        with self._lock:
+            pending = list(self._removing)
+        wait(pending)
 
     def image_exists(self, image: str) -> bool:
         from polar_cli.runtime.images import image_exists
@@ -414,7 +461,13 @@ class DockerRuntime:
             return list(self._live)
 
     def close(self) -> None:
-        """Remove every container this runtime started and has not removed yet."""
+        """Remove every container this runtime started and has not removed yet, once the background removals under
+        way have ended."""
+        self.settle()
+        with self._lock:
+            remover, self._remover = self._remover, None
+        if remover is not None:
+            remover.shutdown(wait=True)
         for container_id in self.live():
             with contextlib.suppress(Exception):
                 self.remove(container_id)

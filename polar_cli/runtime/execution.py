@@ -26,13 +26,16 @@ RUN_SCRIPT = 'echo $$ >"$0"; i=$1; shift; exec "$@" <"$i"'
 
 # Where the wrapper writes "<OOM kills before> <after>" when the command exited non-zero: the pidfile plus this.
 STATUS_SUFFIX = ".status"
-# The exec's own process: a plain shell outside the command's group. It runs RUN_SCRIPT under `setsid` (a child of a
-# shell is no group leader, so setsid makes it one without forking, and the shell sees its real wait status: 137 for
-# SIGKILL), then SIGKILLs what is left of the group, so background children (`sleep &`, which keep the exec's output
-# stream open) end with the command. A child that left the group with its own session (`setsid cmd &`) is not
-# found here; the container's removal ends it. The OOM-kill count is the container's cgroup's: `memory.events`
-# (cgroup v2) or `memory.oom_control` (v1, kernel 4.13+); none readable: both counts empty.
+# The exec's own process: a plain shell outside the command's group. It makes the pidfile's directory when it is not
+# there (so an exec without stdin copies nothing into the container first: no archive round trip to the engine), runs
+# RUN_SCRIPT under `setsid` (a child of a shell is no group leader, so setsid makes it one without forking, and the
+# shell sees its real wait status: 137 for SIGKILL), then SIGKILLs what is left of the group, so background children
+# (`sleep &`, which keep the exec's output stream open) end with the command. A child that left the group with its
+# own session (`setsid cmd &`) is not found here; the container's removal ends it. The OOM-kill count is the
+# container's cgroup's: `memory.events` (cgroup v2) or `memory.oom_control` (v1, kernel 4.13+); none readable: both
+# counts empty.
 WRAP_SCRIPT = (
+    '[ -d "${0%/*}" ] || mkdir -p "${0%/*}"\n'
     "o() { for f in /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control; do"
     ' [ -r "$f" ] && while read -r k v; do [ "$k" = oom_kill ] && echo "$v"; done <"$f"; done; }\n'
     "b=$(o)\n"

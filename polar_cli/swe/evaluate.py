@@ -261,7 +261,7 @@ def evaluate_instance(
         grade = grading.grade_log(log, instance.fail_to_pass, instance.pass_to_pass, parser, eval_type)
         return verdict(grade, applied=not empty, log=log)
     finally:
-        container.remove()
+        container.remove(wait=False)  # the verdict is in: the removal goes on in the background
 
 
 def _base_sources(container: Container, paths: Sequence[str]) -> dict[str, str]:

@@ -1,8 +1,8 @@
 """One fake of the runtime seam (`polar_cli.runtime.base`) for every unit test that needs containers.
 
 `FakeContainer.exec` answers from a `Responder` keyed by the name of the script it was asked to run: the harness
-session's helper scripts are ``/bin/sh -c SCRIPT NAME ...`` (``polar-base``, ``polar-strip``, ``polar-patch``,
-``polar-artifacts``), the evaluator's are files it wrote (``/tmp/polar-eval/run.sh`` -> ``run.sh``); anything else
+session's helper scripts are ``/bin/sh -c SCRIPT NAME ...`` (``polar-base``, ``polar-strip``, ``polar-collect``,
+``polar-patch``), the evaluator's are files it wrote (``/tmp/polar-eval/run.sh`` -> ``run.sh``); anything else
 is the harness itself (``harness``). `session_responder` plays a harness session's container; evaluation tests pass
 their own.
 
@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from polar_cli.errors import RuntimeFailure
-from polar_cli.harness.collect import ARTIFACTS_FILE, PATCH_FILE
+from polar_cli.harness.collect import ARTIFACTS_MEMBER, COLLECT_FILE, PATCH_FILE, PATCH_MEMBER
 from polar_cli.runtime.base import RELAY_BIN, ContainerSpec, ExecResult, Log
 
 BASE = "b" * 40
@@ -49,6 +49,24 @@ def script_name(argv: Sequence[str]) -> str:
     return "harness"
 
 
+def tar_of(files: Mapping[str, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def collected_tar(patch: bytes | None, artifacts: Mapping[str, bytes]) -> bytes:
+    """What the collect script leaves (`collect.COLLECT_SCRIPT`): the patch, and the artifacts' own tar when any."""
+    members = {f"./{ARTIFACTS_MEMBER}": tar_of(artifacts)} if artifacts else {}
+    if patch is not None:
+        members[f"./{PATCH_MEMBER}"] = patch
+    return tar_of(members)
+
+
 def session_responder(harness: ExecResult, *, fail_patch: bool = False) -> Responder:
     """A harness session's container: a base commit, one artifact, a patch (or a failing ``git diff``), ``harness``."""
 
@@ -59,19 +77,17 @@ def session_responder(harness: ExecResult, *, fail_patch: bool = False) -> Respo
             return result(STRIPPED)
         if name == "polar-relay":
             return container.relay_probe
+        failing = fail_patch or container.fail_patch
         if name == "polar-patch":
-            if fail_patch or container.fail_patch:
+            if failing:
                 return result("fatal: bad object", 5)
             container.files[PATCH_FILE] = PATCH.encode()
             return result("")
-        if name == "polar-artifacts":
-            buf = io.BytesIO()
-            with tarfile.open(fileobj=buf, mode="w") as tar:
-                info = tarfile.TarInfo(ARTIFACT)
-                info.size = 3
-                tar.addfile(info, io.BytesIO(b"{}\n"))
-            container.files[ARTIFACTS_FILE] = buf.getvalue()
-            return result("")
+        if name == "polar-collect":
+            wanted = int(container.execs[-1][0][5])  # how many artifact paths the script was given
+            artifacts = {ARTIFACT: b"{}\n"} if wanted else {}
+            container.files[COLLECT_FILE] = collected_tar(None if failing else PATCH.encode(), artifacts)
+            return result("fatal: bad object", 5) if failing else result("")
         return harness
 
     return respond
@@ -87,6 +103,8 @@ class FakeContainer:
     # (argv, timeout, stdin) of every exec, in order
     execs: list[tuple[list[str], float, bytes | None]] = field(default_factory=list)
     removed: int = 0
+    # how many of the removals were left to go on in the background (``remove(wait=False)``)
+    removed_in_background: int = 0
     fail_patch: bool = False
     fail_put: bool = False
     # what a gateway-only sandbox's relay probe answers
@@ -122,8 +140,9 @@ class FakeContainer:
         except KeyError:
             raise FileNotFoundError(path) from None
 
-    def remove(self) -> None:
+    def remove(self, *, wait: bool = True) -> None:
         self.removed += 1
+        self.removed_in_background += not wait
 
 
 @dataclass

@@ -122,6 +122,7 @@ def test_same_instance_gold_empty_wrong(demo_images: list[InstanceImageBuild], d
     ]
     results = evaluate_many(docker_runtime, jobs)
     assert [r.outcome for r in results] == ["resolved", "unresolved", "unresolved"]
+    docker_runtime.settle()  # each evaluation's container is removed in the background once it is graded
     assert docker_runtime.live() == []  # every evaluation container was removed
 
 

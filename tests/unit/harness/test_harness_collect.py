@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import io
 import subprocess
+import tarfile
 from pathlib import Path
 
 import pytest
 
-from polar_cli.harness.collect import ARTIFACTS_SCRIPT, BASE_SCRIPT, PATCH_SCRIPT, exclude_pathspecs
+from polar_cli.harness.collect import (
+    ARTIFACTS_MEMBER,
+    BASE_SCRIPT,
+    COLLECT_SCRIPT,
+    PATCH_MEMBER,
+    PATCH_SCRIPT,
+    exclude_pathspecs,
+)
 
 GIT_ENV = {"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1", "PATH": "/usr/bin:/bin", "HOME": "/tmp"}
 
@@ -100,15 +109,64 @@ def test_a_plain_directory_becomes_a_repository(tmp_path: Path) -> None:
     assert len(base_of(tmp_path / "absent" / "testbed")) == 40
 
 
-def test_artifacts_archive_only_what_exists(tmp_path: Path) -> None:
+def collect(
+    out: Path, artifacts: list[str], repo: Path, base: str, droppings: list[str]
+) -> tuple[subprocess.CompletedProcess[str], dict[str, bytes]]:
+    """COLLECT_SCRIPT's exit and output, and its tar's members by name."""
+    result = sh(
+        COLLECT_SCRIPT, str(out), str(len(artifacts)), *artifacts, str(repo), base, *exclude_pathspecs(droppings)
+    )
+    members: dict[str, bytes] = {}
+    if out.exists():
+        with tarfile.open(out) as tar:
+            for m in tar.getmembers():
+                fh = tar.extractfile(m) if m.isfile() else None
+                if fh is not None:
+                    members[m.name.removeprefix("./")] = fh.read()
+    return result, members
+
+
+def names_in(tar_bytes: bytes) -> list[str]:
+    with tarfile.open(fileobj=io.BytesIO(tar_bytes)) as tar:
+        return tar.getnames()
+
+
+def test_collect_takes_the_patch_byte_for_byte_as_the_patch_script_and_only_the_artifacts_that_exist(
+    repo: Path, tmp_path: Path
+) -> None:
+    base = base_of(repo)
+    (repo / "keep.py").write_text("a = 2\n")
+    (repo / "blob.bin").write_bytes(b"\x00\x01\x02\xff")
+    (repo / ".claude").mkdir()
+    (repo / ".claude" / "settings.local.json").write_text("{}")
     (tmp_path / "logs").mkdir()
     (tmp_path / "logs" / "a.jsonl").write_text("{}\n")
-    out = tmp_path / "art.tar"
-    result = sh(ARTIFACTS_SCRIPT, str(out), str(tmp_path / "logs"), str(tmp_path / "missing"))
-    assert result.returncode == 0, result.stderr
-    names = subprocess.run(["tar", "-tf", str(out)], capture_output=True, text=True, check=True).stdout.split()
-    relative = str(tmp_path / "logs").lstrip("/")
-    assert f"{relative}/a.jsonl" in names and not any("missing" in n for n in names)
-    out.unlink()
-    assert sh(ARTIFACTS_SCRIPT, str(out), str(tmp_path / "missing")).returncode == 0
-    assert not out.exists()
+    alone = patch_of(repo, base, [".claude"], tmp_path)
+
+    artifacts = [str(tmp_path / "logs"), str(tmp_path / "missing")]
+    result, members = collect(tmp_path / "c.tar", artifacts, repo, base, [".claude"])
+
+    assert result.returncode == 0 and result.stdout == result.stderr == ""
+    assert set(members) == {PATCH_MEMBER, ARTIFACTS_MEMBER}
+    assert members[PATCH_MEMBER] == alone.encode() and "GIT binary patch" in alone and ".claude" not in alone
+    names = names_in(members[ARTIFACTS_MEMBER])
+    assert f"{str(tmp_path / 'logs').lstrip('/')}/a.jsonl" in names and not any("missing" in n for n in names)
+
+
+def test_collect_without_artifacts_or_none_that_exist_holds_the_patch_alone(repo: Path, tmp_path: Path) -> None:
+    base = base_of(repo)
+    for artifacts in ([], [str(tmp_path / "missing")]):
+        result, members = collect(tmp_path / "c.tar", artifacts, repo, base, [])
+        assert result.returncode == 0 and members == {PATCH_MEMBER: b""}
+
+
+def test_a_failing_patch_fails_the_collect_with_its_own_output_and_keeps_the_artifacts(
+    repo: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "a.jsonl").write_text("{}\n")
+    result, members = collect(tmp_path / "c.tar", [str(tmp_path / "logs")], repo, "f" * 40, [])
+    assert result.returncode != 0 and "f" * 40 in result.stderr
+    assert ARTIFACTS_MEMBER in members  # (and whatever the failed diff left: the exit status says it failed)
+    result, members = collect(tmp_path / "c.tar", [], tmp_path / "absent", "f" * 40, [])
+    assert result.returncode == 3 and members == {}

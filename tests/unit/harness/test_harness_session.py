@@ -51,7 +51,7 @@ def test_ok_session_runs_every_stage_and_removes_the_container(tmp_path: Path) -
     started = runtime.specs[0]
     assert started.volumes_from == ("bundle-pi",) and started.network == "host"
     assert started.labels["polar.session"] == "s1" and started.labels["polar.harness"] == "pi"
-    assert container.scripts == ["polar-base", "polar-strip", "harness", "polar-artifacts", "polar-patch"]
+    assert container.scripts == ["polar-base", "polar-strip", "harness", "polar-collect"]
     # INIT stripped the repository's history after the base, and the outcome says what went
     assert outcome.stripped is not None and (outcome.stripped.refs, outcome.stripped.repacked) == (2, True)
 
@@ -60,7 +60,7 @@ def test_given_base_commit_skips_git_preparation() -> None:
     runtime = runtime_for(ExecResult(0, b"", False, False, 1.0))
     outcome = run_session(runtime, spec(base_commit="c" * 40), WIRING)
     assert outcome.base_commit == "c" * 40
-    assert runtime.started[0].scripts == ["polar-strip", "harness", "polar-patch"]
+    assert runtime.started[0].scripts == ["polar-strip", "harness", "polar-collect"]
     # the strip script is told the base commit it keeps
     assert runtime.started[0].execs[0][0][-1] == "c" * 40
 
@@ -68,7 +68,7 @@ def test_given_base_commit_skips_git_preparation() -> None:
 def test_strip_history_off_keeps_the_repository_as_the_image_has_it() -> None:
     runtime = runtime_for(ExecResult(0, b"", False, False, 1.0))
     outcome = run_session(runtime, spec(strip_history=False), WIRING)
-    assert runtime.started[0].scripts == ["polar-base", "harness", "polar-patch"] and outcome.stripped is None
+    assert runtime.started[0].scripts == ["polar-base", "harness", "polar-collect"] and outcome.stripped is None
 
 
 def test_a_failing_strip_is_an_init_error_and_removes_the_container() -> None:
@@ -143,6 +143,22 @@ def test_a_failing_config_write_is_an_init_error_and_removes_the_container() -> 
     assert runtime.started[0].removed == 1 and runtime.started[0].scripts == ["polar-base", "polar-strip"]
 
 
+def test_finish_collects_in_one_exec_then_leaves_the_removal_to_the_background(tmp_path: Path) -> None:
+    from polar_cli.harness import session
+
+    runtime = runtime_for(ExecResult(0, b"", False, False, 1.0))
+    prepared = session.prepare(runtime, spec(), WIRING)
+    collected = session.finish(prepared, tmp_path / "artifacts", b"output")
+    (container,) = runtime.started
+    assert collected == session.Collected(PATCH, ("/root/.pi/agent/sessions",))
+    assert container.scripts[-1] == "polar-collect" and container.removed == container.removed_in_background == 1
+    # a patch that cannot be taken still leaves the artifacts the same exec archived
+    failing = FakeRuntime(session_responder(ExecResult(0, b"", False, False, 1.0), fail_patch=True))
+    collected = session.finish(session.prepare(failing, spec(), WIRING), tmp_path / "again", None)
+    assert collected.patch == "" and collected.artifacts == ("/root/.pi/agent/sessions",)
+    assert collected.error == "collecting the patch failed (exit 5): fatal: bad object"
+
+
 def test_an_unreachable_runtime_in_postrun_is_a_collection_error_not_an_exception(tmp_path: Path) -> None:
     """Docker down in POSTRUN: the Docker SDK raises its own connection errors (not RuntimeFailure), and the removal
     fails too; the session still gets its verdict (a postrun error, so a row to retry), and nothing is raised."""
@@ -155,7 +171,7 @@ def test_an_unreachable_runtime_in_postrun_is_a_collection_error_not_an_exceptio
     def unreachable(*_: object, **__: object) -> ExecResult:
         raise ConnectionError("('Connection aborted.', FileNotFoundError(2, 'No such file or directory'))")
 
-    def cannot_remove() -> None:
+    def cannot_remove(*, wait: bool = True) -> None:
         raise ConnectionError("Connection aborted.")
 
     container.exec = unreachable  # type: ignore[method-assign]

@@ -8,6 +8,7 @@ import socket
 import struct
 import subprocess
 import tarfile
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -17,7 +18,7 @@ import pytest
 
 from polar_cli.errors import RuntimeFailure
 from polar_cli.runtime.base import MANAGED_LABEL, OWNER_LABEL, ROLE_LABEL, ContainerSpec
-from polar_cli.runtime.docker import DockerRuntime, owner_alive, owner_token, process_start_time
+from polar_cli.runtime.docker import EXEC_DIR, DockerRuntime, owner_alive, owner_token, process_start_time
 from polar_cli.runtime.execution import KILL_SCRIPT, WRAP_SCRIPT
 
 HOST = socket.gethostname()
@@ -170,6 +171,48 @@ def test_start_labels_limits_and_bundles(fake: tuple[DockerRuntime, FakeAPI]) ->
     assert api.removed == ["c1", "c1"] and runtime.live() == []
 
 
+def test_a_removal_left_to_the_background_is_the_runtimes_until_it_is_done(
+    fake: tuple[DockerRuntime, FakeAPI],
+) -> None:
+    runtime, api = fake
+    started = threading.Event()
+    release = threading.Event()
+    remove = api.remove_container
+
+    def slow(cid: str, **kw: Any) -> None:
+        started.set()
+        release.wait(5)
+        remove(cid, **kw)
+
+    api.remove_container = slow  # type: ignore[method-assign]
+    container = runtime.start(ContainerSpec(image="img"))
+    container.remove(wait=False)  # returns at once
+    assert started.wait(5) and runtime.live() == ["c1"] and api.removed == []
+    release.set()
+    runtime.settle()
+    assert api.removed == ["c1"] and runtime.live() == []
+
+
+def test_a_background_removal_that_fails_is_tried_again_at_close(fake: tuple[DockerRuntime, FakeAPI]) -> None:
+    runtime, api = fake
+    remove = api.remove_container
+    calls: list[str] = []
+
+    def flaky(cid: str, **kw: Any) -> None:
+        calls.append(cid)
+        if len(calls) == 1:
+            response = type("Response", (), {"status_code": 500, "url": "/containers/c1", "reason": "busy"})()
+            raise docker.errors.APIError("busy", response=response)
+        remove(cid, **kw)
+
+    api.remove_container = flaky  # type: ignore[method-assign]
+    runtime.start(ContainerSpec(image="img")).remove(wait=False)
+    runtime.settle()
+    assert runtime.live() == ["c1"] and api.removed == []  # logged, and still the runtime's
+    runtime.close()
+    assert calls == ["c1", "c1"] and api.removed == ["c1"] and runtime.live() == []
+
+
 def test_sweep_spares_bundles_live_owners_and_other_hosts(fake: tuple[DockerRuntime, FakeAPI]) -> None:
     runtime, api = fake
     dead = f"{HOST}:{dead_pid()}:1"
@@ -202,6 +245,17 @@ def test_exec_collects_frames_and_the_exit_code(fake: tuple[DockerRuntime, FakeA
         files = {m.name: tar.extractfile(m).read() for m in tar.getmembers()}  # type: ignore[union-attr]
     stdin_name = wrapped[wrapped.index("-c") + 3].lstrip("/")
     assert files[stdin_name] == b"in"
+
+
+def test_an_exec_without_stdin_copies_nothing_in_first(fake: tuple[DockerRuntime, FakeAPI]) -> None:
+    """The wrapper writes its own pidfile, making its directory: no archive round trip before the exec."""
+    runtime, api = fake
+    container = runtime.start(ContainerSpec(image="img"))
+    api.sockets = [FakeSocket([frame(b"ok")])]
+    assert container.exec(["true"], timeout=5).output == b"ok"
+    assert api.archives == []
+    pidfile = api.execs[0][api.execs[0].index("-c") + 2]
+    assert pidfile.startswith(f"{EXEC_DIR}/") and 'mkdir -p "${0%/*}"' in WRAP_SCRIPT
 
 
 def test_exec_deadline_kills_and_reports_a_timeout(fake: tuple[DockerRuntime, FakeAPI]) -> None:

@@ -53,6 +53,7 @@ def test_resolved_runs_apply_then_eval_in_a_fresh_container_on_swebenchs_network
     assert evaluation.outcome == "resolved" and evaluation.patch_applied
     (container,) = runtime.containers
     assert container.scripts == ["apply.sh", "eval.sh"] and container.removed
+    assert container.removed_in_background == 1  # graded: nothing waits for the container to go
     # 5.0.2 gives its evaluation containers no network setting: Docker's default bridge
     assert (runtime.specs[0].image, runtime.specs[0].network, runtime.specs[0].role) == ("img:1", "bridge", "eval")
     assert evaluation.to_dict()["network"] == "bridge"
