@@ -57,21 +57,12 @@ class AnsweredError(PolarError):
     """An error the gateway answers the caller with, whichever side is at fault.
 
     ``status`` is the HTTP status to answer with; ``kind`` selects the error type in the caller's API shape. Each kind
-    of answered error names its usual pair in its class line, so raising one takes only the message; a raiser that
+    of answered error sets its usual pair as class attributes, so raising one takes only the message; a raiser that
     knows better passes its own.
     """
 
-    status: int
-    kind: ErrorKind
-
-    def __init_subclass__(cls, *, status: int | None = None, kind: ErrorKind | None = None) -> None:
-        """``class AuthError(RequestError, status=401, kind="authentication")``: what this kind of error answers when
-        its raiser names nothing else; a subclass that names neither answers as its parent does."""
-        super().__init_subclass__()
-        if status is not None:
-            cls.status = status
-        if kind is not None:
-            cls.kind = kind
+    status: int = 500
+    kind: ErrorKind = "upstream"
 
     def __init__(self, message: str, *, status: int | None = None, kind: ErrorKind | None = None) -> None:
         super().__init__(message)
@@ -80,12 +71,18 @@ class AnsweredError(PolarError):
         self.kind = self.kind if kind is None else kind
 
 
-class RequestError(AnsweredError, status=400, kind="invalid_request"):
+class RequestError(AnsweredError):
     """The caller's request is malformed or unsupported."""
 
+    status = 400
+    kind: ErrorKind = "invalid_request"
 
-class AuthError(RequestError, status=401, kind="authentication"):
+
+class AuthError(RequestError):
     """Unknown or missing session key."""
+
+    status = 401
+    kind: ErrorKind = "authentication"
 
 
 def _protocol_kind(status: int) -> ErrorKind:
@@ -100,12 +97,17 @@ class PeerProtocolError(RequestError):
         self.path = path
 
 
-class UpstreamError(AnsweredError, status=502, kind="upstream"):
+class UpstreamError(AnsweredError):
     """The inference server refused, failed or timed out."""
 
+    status = 502
 
-class ContextLengthError(UpstreamError, status=400, kind="context_length"):
+
+class ContextLengthError(UpstreamError):
     """The prompt does not fit the model's context: each API answers it with its own context-length error."""
+
+    status = 400
+    kind: ErrorKind = "context_length"
 
 
 class TokenCaptureError(UpstreamError):

@@ -22,7 +22,7 @@ from typing import Any, Literal, NoReturn
 from polar_cli.errors import RequestError
 from polar_cli.translate import json_checks as check
 from polar_cli.translate.anthropic_messages_encode import encode_error, encode_response, encode_stream
-from polar_cli.translate.codec import Route, module_codec
+from polar_cli.translate.codec import Codec, Route
 from polar_cli.translate.ir import (
     ChatRequest,
     Image,
@@ -390,4 +390,6 @@ def _response_format(body: Mapping[str, Any], output_config: Mapping[str, Any]) 
     return ResponseFormat(type="json_schema", schema=check.obj(fmt.get("schema"), f"{path}.schema"))
 
 
-CODEC = module_codec(__name__, tool_call_id_prefix="toolu_")
+CODEC = Codec(
+    "anthropic_messages", decode_request, encode_response, encode_stream, encode_error, tool_call_id_prefix="toolu_"
+)

@@ -1,7 +1,7 @@
 """The contract every provider-API module fulfils, and the route the request line picked.
 
 One module per provider API (``anthropic_messages``, ``openai_chat``, ``openai_responses``, ``google_genai``) exports
-a ``CODEC``, built from the module's own functions by `module_codec`; the API's name is its module's name. The
+a ``CODEC``; the API's name is its module's name. The
 handler never branches on the API: the registry (`registry.route_for_path`) picks the codec, and the handler calls
 only what a `Codec` holds: decode the request, encode the answer (whole, or as a stream in the API's own framing),
 encode an error. All of them are pure: dicts and IR in, dicts and bytes out, no I/O.
@@ -9,10 +9,9 @@ encode an error. All of them are pure: dicts and IR in, dicts and bytes out, no 
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal, cast, get_args
+from typing import Any, Literal
 
 from polar_cli.errors import ErrorKind
 from polar_cli.translate.ir import ChatRequest, Completion, JsonObject
@@ -70,25 +69,3 @@ class Codec:
         if not route.sse and self.encode_json_stream is not None:
             return Stream([self.encode_json_stream(request, completion)], "application/json")
         return Stream(self.encode_stream(request, completion))
-
-
-def module_codec(module_name: str, **options: Any) -> Codec:
-    """The `Codec` of the provider module ``module_name``, by the convention every one of them follows.
-
-    The API is named after its module, and the module defines (or imports) ``decode_request``, ``encode_response``,
-    ``encode_stream`` and ``encode_error``, so it says only where its API differs from the defaults: ``options`` are
-    `Codec`'s optional fields. The module's last statement is ``CODEC = module_codec(__name__, ...)``; a module runs
-    with its entry in ``sys.modules`` already made, so its functions are there to be found.
-    """
-    name = module_name.rpartition(".")[2]
-    if name not in get_args(ApiName):
-        raise ValueError(f"{module_name} is not a provider module: {name!r} is not an API name")
-    module = sys.modules[module_name]
-    return Codec(
-        name=cast(ApiName, name),
-        decode_request=module.decode_request,
-        encode_response=module.encode_response,
-        encode_stream=module.encode_stream,
-        encode_error=module.encode_error,
-        **options,
-    )

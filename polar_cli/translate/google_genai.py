@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from polar_cli.translate.codec import Route, module_codec
+from polar_cli.translate.codec import Codec, Route
 from polar_cli.translate.google_genai_config import (
     decode_reasoning,
     decode_response_format,
@@ -294,4 +294,6 @@ def _tool_result_text(response: Mapping[str, Any], path: str) -> tuple[str, bool
     return json_text(response, path), False
 
 
-CODEC = module_codec(__name__, encode_json_stream=encode_json_stream)
+CODEC = Codec(
+    "google_genai", decode_request, encode_response, encode_stream, encode_error, encode_json_stream=encode_json_stream
+)

@@ -22,11 +22,11 @@ from typing import Any, Literal
 from polar_cli.errors import RequestError
 from polar_cli.translate import ir
 from polar_cli.translate import json_checks as check
-from polar_cli.translate.codec import Route, module_codec
+from polar_cli.translate.codec import Codec, Route
 from polar_cli.translate.openai_chat_encode import encode_error, encode_response, encode_stream
 from polar_cli.translate.openai_responses_tools import custom_tool_description
 
-# The codec's functions (`codec.module_codec` finds them here) and what the Responses module builds on.
+# The codec and what the Responses module builds on.
 __all__ = ["CODEC", "decode_request", "encode_error", "encode_response", "encode_stream", "sampling_fields"]
 
 # Content part types each role may carry; anything else is refused with the role named.
@@ -389,4 +389,4 @@ def _refuse_unservable_outputs(body: Mapping[str, Any]) -> None:
         raise RequestError("audio: audio output is not supported")
 
 
-CODEC = module_codec(__name__)
+CODEC = Codec("openai_chat", decode_request, encode_response, encode_stream, encode_error)

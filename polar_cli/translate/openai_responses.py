@@ -23,7 +23,7 @@ from typing import Any
 from polar_cli.errors import ErrorKind, RequestError
 from polar_cli.translate import ir
 from polar_cli.translate import json_checks as check
-from polar_cli.translate.codec import Route, module_codec
+from polar_cli.translate.codec import Codec, Route
 from polar_cli.translate.openai_chat import sampling_fields
 from polar_cli.translate.openai_responses_encode import (
     encode_error,
@@ -296,6 +296,12 @@ def _encode_stream_error(
     return encode_failed_stream(request, completion_id=completion_id, created=created, kind=kind, message=message)
 
 
-CODEC = module_codec(
-    __name__, encode_stream_error=_encode_stream_error, stream_error_kinds=frozenset({"context_length"})
+CODEC = Codec(
+    "openai_responses",
+    decode_request,
+    encode_response,
+    encode_stream,
+    encode_error,
+    encode_stream_error=_encode_stream_error,
+    stream_error_kinds=frozenset({"context_length"}),
 )
