@@ -212,12 +212,14 @@ class _Connection:
             self.session.record(self.entry, self.limits.max_entries)
 
     async def serve(self) -> None:
+        # the head first, also past the cap (bounded by its size and time limits): a client that is still sending it
+        # when the 503 comes and the connection closes would see a broken pipe, not the answer
+        head = await self._read_head()
+        if head is None:
+            return
         if len(self.session.tasks) > self.limits.max_connections:
             self._log(None, False, "too many open connections", 503)
             await self._answer(503, "too many open connections")
-            return
-        head = await self._read_head()
-        if head is None:
             return
         try:
             target = parse_head(head)
