@@ -21,15 +21,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from polar_cli.swe.diffs import Patch, touched_paths
 from polar_cli.swe.evaluate import instance_eval_script
 from polar_cli.swe.manifest import load_manifest
-from polar_cli.swe.tamper import config_paths, screen, screen_patch
+from polar_cli.swe.tamper import config_paths, screen_patch
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def per_call(instance) -> None:  # type: ignore[no-untyped-def]
     config_paths(instance.patch, instance.test_patch)
-    kept, _ = screen(instance.patch, instance.test_patch, "revert", repo=instance.repo, test_cmd=instance.test_cmd)
-    touched_paths(kept)
+    kept, _ = screen_patch(
+        instance.patch, instance.test_patch, "revert", repo=instance.repo, test_cmd=instance.test_cmd
+    )
+    touched_paths(kept.text)
     instance_eval_script(instance, "")
 
 

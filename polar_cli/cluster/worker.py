@@ -24,12 +24,12 @@ import logging
 import os
 import socket
 from collections import deque
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from polar_cli.node.feed import Feed
 from polar_cli.node.pools import Job, PoolLimits, StagePools, Timings
 
 log = logging.getLogger("polar.cluster")
@@ -48,8 +48,8 @@ class NodeSpec:
     collect_capture: bool = False
 
 
-class JobFeed:
-    """A FIFO of jobs the node's pools pull from; it never ends for good (the pools are told to `feed` again)."""
+class JobFeed(Feed[Any]):
+    """A FIFO of jobs the node's pools pull from."""
 
     def __init__(self) -> None:
         self._jobs: deque[Job[Any]] = deque()
@@ -63,12 +63,10 @@ class JobFeed:
         self._jobs = deque(j for j in self._jobs if j.key not in keys)
         return taken
 
-    def __iter__(self) -> Iterator[Job[Any]]:
-        return self
+    def __len__(self) -> int:
+        return len(self._jobs)
 
-    def __next__(self) -> Job[Any]:
-        if not self._jobs:
-            raise StopIteration
+    def _pop(self) -> Job[Any]:
         return self._jobs.popleft()
 
 

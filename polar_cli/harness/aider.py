@@ -9,7 +9,7 @@ repositories).
 
 from __future__ import annotations
 
-from polar_cli.harness.base import HOME, HarnessAdapter, Launch, Wiring, base_env, json_file
+from polar_cli.harness.base import HOME, HarnessAdapter, Launch, Wiring, base_env, json_file, python_argv
 
 NAME = "aider"
 BUNDLE = f"/opt/polar/harness/{NAME}"
@@ -78,8 +78,7 @@ def build(instruction: str, wiring: Wiring, workdir: str) -> Launch:
         # litellm fetches its model price map from GitHub at import; the copy it ships is enough
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",
     }
-    argv = [
-        f"{BUNDLE}/bin/aider",
+    options = [
         "--model",
         model_name(wiring),
         "--model-metadata-file",
@@ -92,11 +91,9 @@ def build(instruction: str, wiring: Wiring, workdir: str) -> Launch:
         *offline_flags(),
         *git_flags(),
         *history_flags(),
-        # `--message=TEXT`: one token, so argparse never reads a leading dash in the instruction as an option
-        f"--message={instruction}",
     ]
     return Launch(
-        argv=tuple(argv),
+        argv=python_argv(BUNDLE, "aider", options, "--message", instruction),
         env=env,
         files={METADATA: json_file(model_metadata(wiring))},
         workdir=workdir,

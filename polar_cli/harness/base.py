@@ -9,7 +9,7 @@ where a harness's own argument parser would misread it (Pi and a leading dash), 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -103,6 +103,13 @@ def check_instruction(instruction: str) -> None:
 def node_argv(bundle_dir: str, command: str) -> tuple[str, str]:
     """Run a bundle's JS entry point with the bundle's own Node, leaving the instance's PATH (and its node) alone."""
     return (f"{bundle_dir}/bin/node", f"{bundle_dir}/bin/{command}")
+
+
+def python_argv(bundle_dir: str, command: str, options: Sequence[str], flag: str, instruction: str) -> tuple[str, ...]:
+    """Run a Python bundle's launcher (its own python through its own loader) with ``options``, the instruction last,
+    glued to its ``flag`` (``--task=TEXT``): one token, so argparse or click never reads a leading dash in it as an
+    option."""
+    return (f"{bundle_dir}/bin/{command}", *options, f"{flag}={instruction}")
 
 
 def base_env(wiring: Wiring) -> dict[str, str]:

@@ -9,7 +9,7 @@ expands from the environment when it loads the config. The rest of the config ke
 
 from __future__ import annotations
 
-from polar_cli.harness.base import HOME, HarnessAdapter, Launch, Wiring, base_env, json_file
+from polar_cli.harness.base import HOME, HarnessAdapter, Launch, Wiring, base_env, json_file, python_argv
 
 NAME = "hermes"
 BUNDLE = f"/opt/polar/harness/{NAME}"
@@ -57,23 +57,11 @@ def config(wiring: Wiring) -> dict[str, object]:
 
 
 def build(instruction: str, wiring: Wiring, workdir: str) -> Launch:
-    env = {**base_env(wiring), KEY_ENV: wiring.session_key}
-    argv = [
-        f"{BUNDLE}/bin/hermes",
-        # `-z` turns approvals off by itself; --yolo also covers what is imported before it does
-        "--yolo",
-        "--provider",
-        "custom",
-        "--model",
-        model_name(wiring),
-        "--toolsets",
-        ",".join(TOOLSETS),
-        # `--oneshot=TEXT`: one token, so argparse never reads a leading dash in the instruction as an option
-        f"--oneshot={instruction}",
-    ]
+    # `-z` turns approvals off by itself; --yolo also covers what is imported before it does
+    options = ["--yolo", "--provider", "custom", "--model", model_name(wiring), "--toolsets", ",".join(TOOLSETS)]
     return Launch(
-        argv=tuple(argv),
-        env=env,
+        argv=python_argv(BUNDLE, "hermes", options, "--oneshot", instruction),
+        env={**base_env(wiring), KEY_ENV: wiring.session_key},
         files={CONFIG: json_file(config(wiring))},
         workdir=workdir,
         # the conversation (messages, tool calls, results) is in its SQLite session store; logs beside it

@@ -3,7 +3,7 @@ history; `mini --yolo --exit-immediately` runs headless and returns once the mod
 
 from __future__ import annotations
 
-from polar_cli.harness.base import HOME, HarnessAdapter, Launch, Wiring, base_env, json_file
+from polar_cli.harness.base import HOME, HarnessAdapter, Launch, Wiring, base_env, json_file, python_argv
 
 NAME = "mini-swe-agent"
 BUNDLE = f"/opt/polar/harness/{NAME}"
@@ -38,9 +38,7 @@ def quiet_env() -> dict[str, str]:
 
 
 def build(instruction: str, wiring: Wiring, workdir: str) -> Launch:
-    env = {**base_env(wiring), **quiet_env(), "OPENAI_API_KEY": wiring.session_key}
-    argv = [
-        f"{BUNDLE}/bin/mini",
+    options = [
         "--config",
         "mini.yaml",
         "--config",
@@ -53,12 +51,10 @@ def build(instruction: str, wiring: Wiring, workdir: str) -> Launch:
         "0",
         "--output",
         TRAJECTORY,
-        # `--task=TEXT`: one token, so click never reads a leading dash in the instruction as an option
-        f"--task={instruction}",
     ]
     return Launch(
-        argv=tuple(argv),
-        env=env,
+        argv=python_argv(BUNDLE, "mini", options, "--task", instruction),
+        env={**base_env(wiring), **quiet_env(), "OPENAI_API_KEY": wiring.session_key},
         files={CONFIG: json_file(config(wiring))},
         workdir=workdir,
         artifacts=(TRAJECTORY,),

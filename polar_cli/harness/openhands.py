@@ -12,7 +12,7 @@ none. The LLM comes from LLM_MODEL / LLM_API_KEY / LLM_BASE_URL, the names the S
 
 from __future__ import annotations
 
-from polar_cli.harness.base import HOME, HarnessAdapter, Launch, Wiring, base_env
+from polar_cli.harness.base import HOME, HarnessAdapter, Launch, Wiring, base_env, python_argv
 
 NAME = "openhands"
 BUNDLE = f"/opt/polar/harness/{NAME}"
@@ -40,8 +40,7 @@ def build(instruction: str, wiring: Wiring, workdir: str) -> Launch:
         "LLM_API_KEY": wiring.session_key,
         "OPENHANDS_PERSISTENCE_DIR": CONVERSATIONS,
     }
-    # `--task=TEXT`: one token, so argparse never reads a leading dash in the instruction as an option
-    argv = (f"{BUNDLE}/bin/openhands-run", f"--task={instruction}")
+    argv = python_argv(BUNDLE, "openhands-run", (), "--task", instruction)
     return Launch(argv=argv, env=env, files={}, workdir=workdir, artifacts=(CONVERSATIONS,))
 
 

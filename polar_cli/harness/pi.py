@@ -12,27 +12,21 @@ BUNDLE = f"/opt/polar/harness/{NAME}"
 KEY_ENV = "POLAR_SESSION_KEY"
 DEFAULT_MODEL = "polar-model"
 PiApi = Literal["openai-completions", "openai-responses", "anthropic-messages", "google-generative-ai"]
-# Polar's name of each API (its codec module) -> Pi's name for it in models.json
-PI_APIS: dict[ApiName, PiApi] = {
-    "openai_chat": "openai-completions",
-    "openai_responses": "openai-responses",
-    "anthropic_messages": "anthropic-messages",
-    "google_genai": "google-generative-ai",
-}
-# where each API's client appends its own path
-API_SUFFIX: dict[str, str] = {
-    "openai-completions": "/v1",
-    "openai-responses": "/v1",
-    "anthropic-messages": "",
-    "google-generative-ai": "/v1beta",
+# Polar's name of each API (its codec module) -> Pi's name for it in models.json, and the path its client appends itself
+PI_APIS: dict[ApiName, tuple[PiApi, str]] = {
+    "openai_chat": ("openai-completions", "/v1"),
+    "openai_responses": ("openai-responses", "/v1"),
+    "anthropic_messages": ("anthropic-messages", ""),
+    "google_genai": ("google-generative-ai", "/v1beta"),
 }
 
 
-def models_json(wiring: Wiring, api: PiApi) -> dict[str, object]:
-    base_url = wiring.gateway_url.rstrip("/") + API_SUFFIX[api]
+def models_json(wiring: Wiring, api: ApiName) -> dict[str, object]:
+    pi_api, suffix = PI_APIS[api]
+    base_url = wiring.gateway_url.rstrip("/") + suffix
     # apiKey names an environment variable, so the key never sits in a file
     model = {"id": wiring.model or DEFAULT_MODEL, "reasoning": False}
-    return {"providers": {"polar": {"baseUrl": base_url, "api": api, "apiKey": KEY_ENV, "models": [model]}}}
+    return {"providers": {"polar": {"baseUrl": base_url, "api": pi_api, "apiKey": KEY_ENV, "models": [model]}}}
 
 
 def needs_stdin(instruction: str) -> bool:
@@ -43,7 +37,6 @@ def needs_stdin(instruction: str) -> bool:
 
 def adapter_for(api: ApiName) -> HarnessAdapter:
     """Pi speaking one of its four APIs to the gateway."""
-    pi_api = PI_APIS[api]
 
     def build(instruction: str, wiring: Wiring, workdir: str) -> Launch:
         env = {**base_env(wiring), KEY_ENV: wiring.session_key, "PI_OFFLINE": "1"}
@@ -64,7 +57,7 @@ def adapter_for(api: ApiName) -> HarnessAdapter:
         return Launch(
             argv=tuple(argv),
             env=env,
-            files={f"{HOME}/.pi/agent/models.json": json_file(models_json(wiring, pi_api))},
+            files={f"{HOME}/.pi/agent/models.json": json_file(models_json(wiring, api))},
             workdir=workdir,
             artifacts=(f"{HOME}/.pi/agent/sessions",),
             droppings=(".pi",),

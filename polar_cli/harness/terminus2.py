@@ -10,7 +10,7 @@ never to a provider of its own; asciinema recording is off (not in the bundle).
 
 from __future__ import annotations
 
-from polar_cli.harness.base import HOME, HarnessAdapter, Launch, Wiring, base_env
+from polar_cli.harness.base import HOME, HarnessAdapter, Launch, Wiring, base_env, python_argv
 
 NAME = "terminus-2"
 BUNDLE = f"/opt/polar/harness/{NAME}"
@@ -30,8 +30,7 @@ def build(instruction: str, wiring: Wiring, workdir: str) -> Launch:
         "OPENAI_API_KEY": wiring.session_key,
         "TERMINUS_LOGS_DIR": LOGS,
     }
-    # `--task=TEXT`: one token, so argparse never reads a leading dash in the instruction as an option
-    argv = (f"{BUNDLE}/bin/terminus2-run", f"--task={instruction}")
+    argv = python_argv(BUNDLE, "terminus2-run", (), "--task", instruction)
     return Launch(argv=argv, env=env, files={}, workdir=workdir, artifacts=(LOGS, "/logs/agent"))
 
 

@@ -67,20 +67,12 @@ class ImageNames:
     def base(self, recipe: BaseRecipe) -> str:
         return self.base_override or f"{self.prefix}/base:{recipe.suite}-{recipe.digest()}"
 
-    def node(self, digest: str) -> str:
-        return f"{self.prefix}/node:{digest}"
-
-    def python(self, digest: str) -> str:
-        return f"{self.prefix}/python:{digest}"
-
-    def python_trixie(self, digest: str) -> str:
-        return f"{self.prefix}/python-trixie:{digest}"
+    def on_base(self, folder: str, digest: str) -> str:
+        """An image built on the base alone from ``harness_images/<folder>``: a toolchain, the relay."""
+        return f"{self.prefix}/{folder}:{digest}"
 
     def harness(self, name: str, version: str, digest: str) -> str:
         return f"{self.prefix}/harness-{name}:{version}-{digest}"
-
-    def relay(self, digest: str) -> str:
-        return f"{self.prefix}/relay:{digest}"
 
 
 def image_names(env: Mapping[str, str] | None = None) -> ImageNames:
@@ -221,33 +213,29 @@ def _plan(directory: Path, tag_for: Callable[[str], str], parents: Mapping[str, 
     return ContextImage(tag_for(context_digest(context_files(directory), parents)), directory, dict(parents))
 
 
-def node_image_plan(names: ImageNames | None = None) -> ContextImage:
+def on_base_plan(folder: str, names: ImageNames | None = None) -> ContextImage:
+    """An image built on the base alone from ``harness_images/<folder>`` (a toolchain: `node`, `python`,
+    `python-trixie`; the relay bundle: `relay`), as the current inputs name it."""
     names = names or image_names()
-    return _plan(harness_images_dir() / "node", names.node, {"BASE_IMAGE": names.base(BaseRecipe())})
-
-
-def python_image_plan(names: ImageNames | None = None) -> ContextImage:
-    names = names or image_names()
-    return _plan(harness_images_dir() / "python", names.python, {"BASE_IMAGE": names.base(BaseRecipe())})
-
-
-def python_trixie_image_plan(names: ImageNames | None = None) -> ContextImage:
-    """The trixie Python toolchain (python3.13), for the bundles whose package needs Python >= 3.12."""
-    names = names or image_names()
-    return _plan(harness_images_dir() / "python-trixie", names.python_trixie, {"BASE_IMAGE": names.base(BaseRecipe())})
+    parents = {"BASE_IMAGE": names.base(BaseRecipe())}
+    return _plan(harness_images_dir() / folder, lambda digest: names.on_base(folder, digest), parents)
 
 
 def relay_image_plan(names: ImageNames | None = None) -> ContextImage:
     """The relay bundle image (`harness_images/relay`), as the current inputs name it."""
+    return on_base_plan("relay", names)
+
+
+def ensure_on_base_image(client: Any, folder: str, *, names: ImageNames | None = None, log: Log = print) -> BuildResult:
+    """An image of `on_base_plan` (and the base below it), built only when an input changed."""
     names = names or image_names()
-    return _plan(harness_images_dir() / "relay", names.relay, {"BASE_IMAGE": names.base(BaseRecipe())})
+    ensure_base_image(client, names=names, log=log)
+    return _ensure_planned(client, on_base_plan(folder, names), log)
 
 
 def ensure_relay_image(client: Any, *, names: ImageNames | None = None, log: Log = print) -> BuildResult:
     """The relay bundle image (and the base below it), built only when an input changed."""
-    names = names or image_names()
-    ensure_base_image(client, names=names, log=log)
-    return _ensure_planned(client, relay_image_plan(names), log)
+    return ensure_on_base_image(client, "relay", names=names, log=log)
 
 
 def build_relay(client: Any, log: Log = print) -> dict[str, Any]:
@@ -278,18 +266,12 @@ def toolchain(name: str) -> str:
     return "python-trixie" if trixie else "python"
 
 
-def toolchain_plan(kind: str, names: ImageNames | None = None) -> ContextImage:
-    """The toolchain image of one kind (`node`, `python`, `python-trixie`), as the current inputs name it."""
-    plans = {"node": node_image_plan, "python": python_image_plan, "python-trixie": python_trixie_image_plan}
-    return plans[kind](names)
-
-
 def harness_image_plan(name: str, names: ImageNames | None = None) -> ContextImage:
     """The bundle image of a harness, as the current inputs name it (built or not)."""
     names = names or image_names()
     version = harness_version(name)
     kind = toolchain(name)
-    parents = {"BASE_IMAGE": names.base(BaseRecipe()), TOOLCHAIN_ARGS[kind]: toolchain_plan(kind, names).tag}
+    parents = {"BASE_IMAGE": names.base(BaseRecipe()), TOOLCHAIN_ARGS[kind]: on_base_plan(kind, names).tag}
     return _plan(harness_images_dir() / name, lambda digest: names.harness(name, version, digest), parents)
 
 
@@ -300,34 +282,6 @@ def _ensure_planned(client: Any, plan: ContextImage, log: Log) -> BuildResult:
     log(f"building {plan.tag} from {plan.directory}")
     build_image(client, context_files(plan.directory), plan.tag, buildargs=plan.buildargs, log=log)
     return BuildResult(plan.tag, True, time.monotonic() - start)
-
-
-def ensure_node_image(client: Any, *, names: ImageNames | None = None, log: Log = print) -> BuildResult:
-    """The Node toolchain image every harness bundle is installed with."""
-    names = names or image_names()
-    ensure_base_image(client, names=names, log=log)
-    return _ensure_planned(client, node_image_plan(names), log)
-
-
-def ensure_python_image(client: Any, *, names: ImageNames | None = None, log: Log = print) -> BuildResult:
-    """The Python toolchain image every Python harness bundle is installed with."""
-    names = names or image_names()
-    ensure_base_image(client, names=names, log=log)
-    return _ensure_planned(client, python_image_plan(names), log)
-
-
-def ensure_python_trixie_image(client: Any, *, names: ImageNames | None = None, log: Log = print) -> BuildResult:
-    """The trixie Python toolchain image (python3.13) the bundles that need Python >= 3.12 are installed with."""
-    names = names or image_names()
-    ensure_base_image(client, names=names, log=log)
-    return _ensure_planned(client, python_trixie_image_plan(names), log)
-
-
-TOOLCHAIN_ENSURE: dict[str, Callable[..., BuildResult]] = {
-    "node": ensure_node_image,
-    "python": ensure_python_image,
-    "python-trixie": ensure_python_trixie_image,
-}
 
 
 def requirement_pin(text: str) -> str | None:
@@ -361,7 +315,7 @@ def harness_version(name: str) -> str:
 def ensure_harness_image(client: Any, name: str, *, names: ImageNames | None = None, log: Log = print) -> BuildResult:
     """The bundle image of one harness (and the images below it), built only when an input changed."""
     names = names or image_names()
-    TOOLCHAIN_ENSURE[toolchain(name)](client, names=names, log=log)
+    ensure_on_base_image(client, toolchain(name), names=names, log=log)
     return _ensure_planned(client, harness_image_plan(name, names), log)
 
 
@@ -442,11 +396,10 @@ def build_bundles(client: Any, names: list[str], log: Log) -> list[dict[str, Any
     """`polar images build base|harness` through the Docker SDK's ``client``: base, the toolchains and the named
     bundle images, their data containers, and the cleanup of what they superseded; one result row per image."""
     toolchains = {toolchain(name) for name in names}
-    stages: list[tuple[str, Callable[..., BuildResult]]] = [("base", ensure_base_image)]
-    stages += [(kind, ensure) for kind, ensure in TOOLCHAIN_ENSURE.items() if kind in toolchains]
+    built = [("base", ensure_base_image(client, log=log))]
+    built += [(kind, ensure_on_base_image(client, kind, log=log)) for kind in TOOLCHAIN_ARGS if kind in toolchains]
     rows: list[dict[str, Any]] = []
-    for label, ensure in stages:
-        result = ensure(client, log=log)
+    for label, result in built:
         rows.append({"kind": label, "image": result.image, "built": result.built, "seconds": round(result.seconds, 2)})
     for name in names:
         result = ensure_harness_image(client, name, log=log)

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
+from polar_cli.node.feed import Feed
 from polar_cli.node.pools import Job
 from polar_cli.serve.stages import SessionJob
 
 
-class SessionQueue:
-    """An iterator of `Job`s that never ends for good: it raises StopIteration while empty and yields again later."""
+class SessionQueue(Feed[SessionJob]):
+    """The queued sessions, highest priority first, then in the order they came (a retry ahead of its priority)."""
 
     def __init__(self) -> None:
         self._heap: list[tuple[int, int, Job[SessionJob]]] = []
@@ -44,10 +45,5 @@ class SessionQueue:
             found[str(-priority)] = found.get(str(-priority), 0) + 1
         return found
 
-    def __iter__(self) -> Iterator[Job[SessionJob]]:
-        return self
-
-    def __next__(self) -> Job[SessionJob]:
-        if not self._heap:
-            raise StopIteration
+    def _pop(self) -> Job[SessionJob]:
         return heapq.heappop(self._heap)[2]

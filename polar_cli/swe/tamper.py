@@ -5,7 +5,7 @@ to those is gone. Everything else it changes stays, and some of it decides what 
 the code under test: a planted ``conftest.py`` hook can mark every failure passed, an ``addopts`` line can load
 a plugin, a test helper can stop asserting. SWE-bench's grader is fooled by all of them; for RL that is a reward
 hack, for SFT a poisoned corpus. This module finds such changes (`find_tampering`) and drops them from a patch
-(`drop_files`); `evaluate.evaluate_instance` applies the mode (`screen`):
+(`drop_files`); `evaluate.evaluate_instance` applies the mode (`screen_patch`):
 
 - reject: a finding makes the attempt unresolved, reason ``tamper: <paths>``, except a test module's
   (``Finding.module``: a ``test_*.py`` / ``*_test.py`` / ``tests.py`` file, new or changed, not a runner file): agents
@@ -350,22 +350,8 @@ def drop_files(patch: str | Patch, paths: Collection[str]) -> str:
     return Patch.of(patch).without(paths).text
 
 
-def screen(
-    patch: str,
-    test_patch: str | Patch,
-    mode: TamperMode,
-    *,
-    repo: str = "",
-    test_cmd: str = "",
-    sources: Mapping[str, str] | None = None,
-) -> tuple[str, TamperCheck]:
-    """The patch to apply under ``mode`` (revert: without the offending files) and the check's record."""
-    kept, check = screen_patch(Patch.parse(patch), test_patch, mode, repo=repo, test_cmd=test_cmd, sources=sources)
-    return kept.text, check
-
-
 def screen_patch(
-    patch: Patch,
+    patch: str | Patch,
     test_patch: str | Patch,
     mode: TamperMode,
     *,
@@ -373,7 +359,9 @@ def screen_patch(
     test_cmd: str = "",
     sources: Mapping[str, str] | None = None,
 ) -> tuple[Patch, TamperCheck]:
-    """`screen` for a patch parsed once per session: the kept patch comes back parsed too."""
+    """The patch to apply under ``mode`` (revert: without the offending files; its ``text`` is what to apply) and the
+    check's record. Given a parsed patch, as a session holds one, it parses nothing again."""
+    patch = Patch.of(patch)
     findings = find_tampering(patch, test_patch, repo=repo, test_cmd=test_cmd, sources=sources)
     dropped = [f for f in findings if mode == "revert" or (mode == "reject" and f.module)]
     if not dropped:

@@ -21,9 +21,7 @@ from polar_cli.runtime.images import (
     harness_images_dir,
     harness_version,
     image_names,
-    node_image_plan,
-    python_image_plan,
-    python_trixie_image_plan,
+    on_base_plan,
     requirement_pin,
     tar_context,
     toolchain,
@@ -116,7 +114,7 @@ def test_plans_follow_the_inputs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("POLAR_HARNESS_IMAGES_DIR", str(tmp_path / "harness_images"))
     names = ImageNames()
     before = {name: harness_image_plan(name, names).tag for name in HARNESSES}
-    node_before = node_image_plan(names).tag
+    node_before = on_base_plan("node", names).tag
     assert before["codex"].startswith("polar/harness-codex:0.171.0-")
     assert harness_image_plan("codex", names).buildargs["NODE_IMAGE"] == node_before
 
@@ -128,25 +126,25 @@ def test_plans_follow_the_inputs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 
     # a change below every bundle (the node toolchain) renames them all
     (tmp_path / "harness_images/node/make-bundle").write_text("#!/bin/sh\n")
-    assert node_image_plan(names).tag != node_before
+    assert on_base_plan("node", names).tag != node_before
     node_harnesses = [n for n in HARNESSES if toolchain(n) == "node"]
     assert all(harness_image_plan(n, names).tag != after[n] for n in node_harnesses)
 
     # the Python toolchain is below the Python bundles only
-    python_before = python_image_plan(names).tag
+    python_before = on_base_plan("python", names).tag
     assert harness_image_plan("aider", names).buildargs == {
         "BASE_IMAGE": names.base(BaseRecipe()),
         "PYTHON_IMAGE": python_before,
     }
     renamed = {name: harness_image_plan(name, names).tag for name in HARNESSES}
     (tmp_path / "harness_images/python/make-pybundle").write_text("#!/bin/sh\n")
-    assert python_image_plan(names).tag != python_before
+    assert on_base_plan("python", names).tag != python_before
     for name in HARNESSES:
         changed = harness_image_plan(name, names).tag != renamed[name]
         assert changed == (toolchain(name) == "python"), name
 
     # the trixie toolchain is below its own bundles only
-    trixie_before = python_trixie_image_plan(names).tag
+    trixie_before = on_base_plan("python-trixie", names).tag
     assert trixie_before.startswith("polar/python-trixie:")
     assert harness_image_plan("openhands", names).buildargs == {
         "BASE_IMAGE": names.base(BaseRecipe()),
@@ -154,7 +152,7 @@ def test_plans_follow_the_inputs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     }
     renamed = {name: harness_image_plan(name, names).tag for name in HARNESSES}
     (tmp_path / "harness_images/python-trixie/make-pybundle").write_text("#!/bin/sh\n")
-    assert python_trixie_image_plan(names).tag != trixie_before
+    assert on_base_plan("python-trixie", names).tag != trixie_before
     for name in HARNESSES:
         changed = harness_image_plan(name, names).tag != renamed[name]
         assert changed == (toolchain(name) == "python-trixie"), name

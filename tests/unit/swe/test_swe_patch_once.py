@@ -16,7 +16,7 @@ from polar_cli.swe.diffs import Patch, file_changes, runner_targets, touched_pat
 from polar_cli.swe.evaluate import EVAL_DIR, EvalJob, EvalOptions, evaluate_instance, run_job
 from polar_cli.swe.manifest import Instance
 from polar_cli.swe.scripts import eval_script, runner_directives
-from polar_cli.swe.tamper import config_paths, drop_files, find_tampering, screen, screen_patch
+from polar_cli.swe.tamper import config_paths, drop_files, find_tampering, screen_patch
 
 MODEL = (
     "diff --git a/src/app.py b/src/app.py\n--- a/src/app.py\n+++ b/src/app.py\n@@ -1 +1 @@\n-a\n+b\n"
@@ -64,13 +64,14 @@ def test_the_parsed_patch_is_the_text_byte_for_byte_and_so_is_what_is_left_of_it
 
 
 def test_every_consumer_takes_the_parsed_patch_and_parses_it_no_more(parses: Counter[str]) -> None:
+    screened, screen_check = screen_patch(MODEL, TESTS, "revert", repo="o/r")
     by_text = {
         "changes": file_changes(MODEL),
         "touched": touched_paths(MODEL),
         "targets": runner_targets(TESTS),
         "configs": config_paths(MODEL, TESTS),
         "findings": find_tampering(MODEL, TESTS, repo="o/r", test_cmd="pytest -rA"),
-        "screened": screen(MODEL, TESTS, "revert", repo="o/r"),
+        "screened": (screened.text, screen_check),
         "dropped": drop_files(MODEL, ["conftest.py"]),
         "script": eval_script(INSTANCE, "pytest -rA", f"{EVAL_DIR}/test.patch"),
         "directives": runner_directives(INSTANCE),

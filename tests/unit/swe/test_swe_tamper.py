@@ -20,7 +20,7 @@ from polar_cli.swe.tamper import (
     is_test_section,
     path_rule,
     runner_files,
-    screen,
+    screen_patch,
 )
 
 FIX = """\
@@ -392,8 +392,8 @@ def test_revert_drops_only_the_offending_files_byte_for_byte() -> None:
         "+    return q.to(unit).value", "+    return 1\r"
     )
     patch = odd + ROOT_CONFTEST + NEW_TEST_FILE + PYPROJECT_PROJECT
-    kept, check = screen(patch, TEST_PATCH, "revert", sources={"pyproject.toml": PYPROJECT})
-    assert kept == odd + PYPROJECT_PROJECT
+    kept, check = screen_patch(patch, TEST_PATCH, "revert", sources={"pyproject.toml": PYPROJECT})
+    assert kept.text == odd + PYPROJECT_PROJECT
     assert check.reverted == ("conftest.py", "astropy/units/tests/test_regression.py") and not check.rejected
     preamble, diffs = split_patch(patch)
     assert preamble + "".join(d.text for d in diffs) == patch
@@ -401,12 +401,12 @@ def test_revert_drops_only_the_offending_files_byte_for_byte() -> None:
 
 def test_modes() -> None:
     patch = FIX + ROOT_CONFTEST
-    rejected_patch, rejected = screen(patch, TEST_PATCH, "reject")
-    assert rejected_patch == patch and rejected.rejected and rejected.reason() == "tamper: conftest.py"
-    off_patch, off = screen(patch, TEST_PATCH, "off")
-    assert off_patch == patch and not off.rejected and off.paths == ("conftest.py",)
+    rejected_patch, rejected = screen_patch(patch, TEST_PATCH, "reject")
+    assert rejected_patch.text == patch and rejected.rejected and rejected.reason() == "tamper: conftest.py"
+    off_patch, off = screen_patch(patch, TEST_PATCH, "off")
+    assert off_patch.text == patch and not off.rejected and off.paths == ("conftest.py",)
     assert off.to_dict()["findings"] == [{"path": "conftest.py", "why": off.findings[0].why, "module": False}]
-    assert screen(FIX, TEST_PATCH, "reject")[1].findings == ()
+    assert screen_patch(FIX, TEST_PATCH, "reject")[1].findings == ()
 
 
 def test_reverted_patch_still_applies(tmp_path: Path) -> None:
@@ -439,18 +439,18 @@ TEST_INIT = NEW_TEST_FILE.replace("test_regression.py", "__init__.py")
 
 def test_reject_reverts_a_test_module_and_grades_the_rest() -> None:
     # honest agents add regression tests: reject drops them (the graded run never sees them) instead of rejecting
-    patch, check = screen(FIX + NEW_TEST_FILE, TEST_PATCH, "reject")
+    patch, check = screen_patch(FIX + NEW_TEST_FILE, TEST_PATCH, "reject")
     assert not check.rejected
     assert check.reverted == ("astropy/units/tests/test_regression.py",)
-    assert patch == FIX
+    assert patch.text == FIX
     assert check.findings[0].module and check.to_dict()["findings"][0]["module"] is True
 
 
 @pytest.mark.parametrize("planted", [TEST_HELPER, TEST_INIT, ROOT_CONFTEST])
 def test_reject_still_rejects_what_the_graded_tests_import(planted: str) -> None:
     # a helper, a package __init__ or a conftest is imported by the graded tests: changing it is rejected
-    patch, check = screen(FIX + NEW_TEST_FILE + planted, TEST_PATCH, "reject")
-    assert check.rejected and patch == FIX + NEW_TEST_FILE + planted
+    patch, check = screen_patch(FIX + NEW_TEST_FILE + planted, TEST_PATCH, "reject")
+    assert check.rejected and patch.text == FIX + NEW_TEST_FILE + planted
     assert "test_regression.py" not in check.reason() and check.reason().startswith("tamper: ")
 
 
