@@ -267,7 +267,8 @@ def _generate(
             log.info("recovered %d row(s) written just before the previous run was killed", state.recovered)
         runtime: Runtime | None = None
         c = recipe.concurrency
-        docker_pool = ThreadPoolExecutor(c.init + c.run + c.postrun + 2, thread_name_prefix="polar-node")
+        # a POSTRUN holds two threads at once: collecting the agent's container, starting the grading one
+        docker_pool = ThreadPoolExecutor(c.init + c.run + 2 * c.postrun + 2, thread_name_prefix="polar-node")
         engine_pool = ThreadPoolExecutor(2, thread_name_prefix="polar-engine")
         try:
             instances, harbor = select_tasks(recipe)

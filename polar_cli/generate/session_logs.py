@@ -16,11 +16,14 @@ tests that failed.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
 from polar_cli.swe.eval_logs import RunLogs
 from polar_cli.swe.evaluate import Evaluation
+
+log = logging.getLogger("polar.generate")
 
 TAIL_CHARS = 4000
 # the failing tests looked up, the lines kept per test (the last ones: a runner's summary comes last), in all, length
@@ -38,6 +41,15 @@ def run_logs(run_dir: Path, name: str | None) -> RunLogs:
 def write_session_logs(logs: RunLogs, evaluation: Evaluation, session_id: str) -> str:
     """Write the session's logs; returns test_output.txt's path relative to the run directory (OSError on failure)."""
     return str(logs.write(evaluation, session_id)["log_path"])
+
+
+def keep_session_logs(logs: RunLogs, evaluation: Evaluation, session_id: str) -> str | None:
+    """`write_session_logs`, for a session whose row goes on without them: a disk that refuses is logged (None)."""
+    try:
+        return write_session_logs(logs, evaluation, session_id)
+    except OSError as exc:
+        log.warning("session %s: writing its evaluation logs failed: %s", session_id, exc)
+        return None
 
 
 def failing_tests(evaluation: Evaluation) -> list[str]:

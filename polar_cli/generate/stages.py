@@ -4,8 +4,9 @@ INIT opens the session at the gateway (its key is the harness's API key; a scrip
 answers for) and prepares the container (``runtime.network: gateway-only``: the first INIT also opens the gateway's
 Unix socket and finds the relay, `SessionSpec.gateway_only`). RUN runs the harness. POSTRUN takes the patch and the
 harness's logs, removes the container, closes the session, reads its capture records back, builds its trajectories,
-grades the patch in a fresh container and writes the evaluation's whole logs into the run directory
-(`session_logs`). The row itself is written by the caller (`run.Generation`), once the timings are final.
+grades the patch in a fresh container (started while the agent's is collected: `TaskKind.grader`) and writes the
+evaluation's whole logs into the run directory (`session_logs`). The row itself is written by the caller
+(`run.Generation`), once the timings are final.
 
 Each plan holds its task's kind (`tasks.kinds`), which says what the task sets of its session, what the scripted
 engines know of it, and how it is graded: a SWE instance after the container is removed, in a fresh one; a Harbor
@@ -25,7 +26,7 @@ from polar_cli.capture import CaptureRecord
 from polar_cli.config import Recipe
 from polar_cli.egress.sessions import EgressRows, SessionEgress
 from polar_cli.generate.rows import SessionFacts, tests_verdict
-from polar_cli.generate.session_logs import run_logs, write_session_logs
+from polar_cli.generate.session_logs import keep_session_logs, run_logs
 from polar_cli.harbor.tasks import HarborTask
 from polar_cli.harness.base import HarnessAdapter, Wiring
 from polar_cli.harness.session import Collected, HarnessRun, Prepared, SessionSpec
@@ -34,12 +35,12 @@ from polar_cli.judge.client import RECORD_NAME, Judge, JudgeError
 from polar_cli.node.gateway import NodeGateway
 from polar_cli.node.pools import Job, RunEnd, Timings
 from polar_cli.node.session_stages import SessionStages
-from polar_cli.node.session_steps import SessionSteps, in_thread
-from polar_cli.runtime.base import GATEWAY_ONLY
+from polar_cli.node.session_steps import Ahead, SessionSteps, in_thread
+from polar_cli.runtime.base import GATEWAY_ONLY, Container
 from polar_cli.swe.evaluate import Evaluation
 from polar_cli.swe.manifest import Instance
-from polar_cli.tasks.kinds import SWE, InSession, TaskKind, kind_of
-from polar_cli.trajectory import Build, per_request, prefix_merging
+from polar_cli.tasks.kinds import SWE, Grading, InSession, TaskKind, kind_of
+from polar_cli.trajectory import Build, build_traces
 
 log = logging.getLogger("polar.generate")
 # seconds a session gets beyond its task's own agent timeout, for INIT (container start, git, harness config)
@@ -98,6 +99,7 @@ class GenerateStages(SessionStages):
         self.run_dir = run_dir
         self.eot_token_id = recipe.builder.eot_token_id if recipe.builder.eot_token_id is not None else eot_token_id
         self.eval_logs = run_logs(run_dir, recipe.name)
+        self.grading = Grading(self.runtime, recipe, self.model)
         # told each session's key as its INIT starts (`watches.Requeue` notes the outage epoch)
         self.on_init: Callable[[str], None] | None = None
         # the recipe's judge (docs/judge.md): scores sessions in POSTRUN, its calls never through the gateway
@@ -167,25 +169,33 @@ class GenerateStages(SessionStages):
         session_id = session.session_id if session is not None else ""
         egress: EgressRows | None = None
         verdict: InSession | None = None
+        grader: Ahead[Container] | None = None
         eval_seconds = 0.0
-        if session is not None:
-            artifacts = self.run_dir / "artifacts" / session_id if self.recipe.output.keep_artifacts else None
-            if harness_run is not None:  # a kind that grades in the agent's container does so before it goes
-                start = time.monotonic()
-                verdict = await self._grade_in_session(plan.kind, session)
-                eval_seconds = time.monotonic() - start
-            collected, records, egress = await self.conclude(session, artifacts, harness_run)
-            if verdict is not None and verdict.patch is not None and not collected.error:
-                collected = Collected(verdict.patch, collected.artifacts)
-        build = await in_thread(self.executor, lambda: self._build(records))
-        evaluation, log_path = None, None
-        if collected is not None and not collected.error and harness_run is not None:
-            if verdict is not None:
-                evaluation = verdict.evaluation
-            else:
-                start = time.monotonic()
-                evaluation = await in_thread(self.executor, lambda: self._evaluate(plan, collected.patch))
-                eval_seconds = time.monotonic() - start
+        try:
+            if session is not None:
+                artifacts = self.run_dir / "artifacts" / session_id if self.recipe.output.keep_artifacts else None
+                if harness_run is not None:  # a kind that grades in the agent's container does so before it goes
+                    start = time.monotonic()
+                    verdict = await self._grade_in_session(plan.kind, session)
+                    eval_seconds = time.monotonic() - start
+                    # a kind that grades after starts its fresh container while the agent's is collected
+                    grader = Ahead(self.executor, lambda: plan.kind.grader(self.grading, plan.image), _drop)
+                collected, records, egress = await self.conclude(session, artifacts, harness_run)
+                if verdict is not None and verdict.patch is not None and not collected.error:
+                    collected = Collected(verdict.patch, collected.artifacts)
+            build = await in_thread(self.executor, lambda: self._build(records))
+            evaluation, log_path = None, None
+            if collected is not None and not collected.error and harness_run is not None:
+                if verdict is not None:
+                    evaluation = verdict.evaluation
+                else:
+                    start = time.monotonic()
+                    ready = await grader.take() if grader is not None else None
+                    evaluation = await in_thread(self.executor, lambda: self._evaluate(plan, collected.patch, ready))
+                    eval_seconds = time.monotonic() - start
+        finally:
+            if grader is not None:
+                grader.release()  # not taken: no patch to grade, or a step before raised
         if evaluation is not None:
             graded = evaluation
             log_path = await in_thread(self.executor, lambda: self._write_logs(graded, session_id))
@@ -214,7 +224,7 @@ class GenerateStages(SessionStages):
 
     async def _grade_in_session(self, kind: TaskKind, session: PooledSession) -> InSession | None:
         """The grade a kind takes before the container goes (a Harbor task: the agent's changes, then its tests)."""
-        return await in_thread(self.executor, lambda: kind.grade_in_session(session.prepared, self.model, self.recipe))
+        return await in_thread(self.executor, lambda: kind.grade_in_session(self.grading, session.prepared))
 
     async def _judged(self, facts: SessionFacts) -> SessionFacts:
         """The judge's scores for a session its policy wants judged; a judge fault is the session's machinery error
@@ -253,20 +263,17 @@ class GenerateStages(SessionStages):
         )
 
     def _write_logs(self, evaluation: Evaluation, session_id: str) -> str | None:
-        """The evaluation's whole logs under logs/run_evaluation/ (`session_logs`); a disk that refuses is logged."""
-        try:
-            return write_session_logs(self.eval_logs, evaluation, session_id)
-        except OSError as exc:
-            log.warning("session %s: writing its evaluation logs failed: %s", session_id, exc)
-            return None
+        return keep_session_logs(self.eval_logs, evaluation, session_id)
 
     def _build(self, records: list[CaptureRecord]) -> Build:
-        if self.recipe.builder.strategy == "per_request":
-            return per_request(records)
-        return prefix_merging(records, self.eot_token_id, drift=self.recipe.builder.drift)
+        return build_traces(records, self.recipe.builder.strategy, self.eot_token_id, self.recipe.builder.drift)
 
-    def _evaluate(self, plan: SessionPlan, patch: str) -> Evaluation | None:
-        return plan.kind.grade_after(self.runtime, plan.instance, plan.image, patch, self.model, self.recipe)
+    def _evaluate(self, plan: SessionPlan, patch: str, ready: Container | None = None) -> Evaluation | None:
+        return plan.kind.grade_after(self.grading, plan.instance, plan.image, patch, ready)
+
+
+def _drop(container: Container) -> None:
+    container.remove(wait=False)
 
 
 def plan_sessions(

@@ -1,10 +1,10 @@
 """One harness session in one container, written once: prepare, run, collect, finish, discard.
 
     prepare   INIT: start the container from the instance image with the harness bundle mounted (in a gateway-only
-              sandbox, also the relay and the gateway's socket directory, and with an egress allowlist the proxy's;
-              the relays must answer), make sure git has a
-              base commit, strip everything after it from the repository (`history`), write the harness's config
-              files. A failure removes the container before it raises.
+              sandbox, also the relay and the gateway's socket directory, and with an egress allowlist the proxy's),
+              make sure git has a base commit; then at once: the relays must answer, everything after the base
+              commit is stripped from the repository (`history`), the harness's config files are written. A
+              failure removes the container before it raises.
     run       RUN: the harness's headless run, until it exits or its time is up (then its process tree is killed).
     collect   POSTRUN: the harness's output and its own logs copied out, the patch taken against the base commit (one
               exec and one copy out for both).
@@ -36,7 +36,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -210,18 +211,36 @@ def prepare(runtime: Runtime, spec: SessionSpec, wiring: Wiring) -> Prepared:
     container = runtime.start(container_spec)
     created = time.monotonic() - start
     try:
-        if spec.gateway_only:
-            wait_for_relay(container)
-        if spec.egress_socket:
-            wait_for_relay(container, egress_relay_argv("probe"), "the egress proxy")
         base = spec.base_commit or prepare_base(container, spec.workdir)
-        stripped = strip_history(container, spec.workdir, base) if spec.strip_history else None
+        # what follows needs nothing of each other, each a round trip to the engine, so it goes at once: stripping
+        # touches only .git, and the config files go in once the base commit stands (none of them lands in it)
+        steps: list[Callable[[], object]] = []
+        if spec.gateway_only:
+            steps.append(lambda: wait_for_relay(container))
+        if spec.egress_socket:
+            steps.append(lambda: wait_for_relay(container, egress_relay_argv("probe"), "the egress proxy"))
+        stripped: list[Stripped] = []
+        if spec.strip_history:
+            steps.append(lambda: stripped.append(strip_history(container, spec.workdir, base)))
         if launch.files:
-            container.put_files(launch.files, mode=0o600)
+            steps.append(lambda: container.put_files(launch.files, mode=0o600))
+        at_once(steps)
     except BaseException:
         container.remove()
         raise
-    return Prepared(spec, container, launch, base, created, stripped)
+    return Prepared(spec, container, launch, base, created, stripped[0] if stripped else None)
+
+
+def at_once(steps: Sequence[Callable[[], object]]) -> None:
+    """Run ``steps`` at the same time; once every one has ended, the first that failed (in the order given) raises."""
+    if len(steps) <= 1:
+        for step in steps:
+            step()
+        return
+    with ThreadPoolExecutor(len(steps), thread_name_prefix="polar-init") as pool:
+        futures = [pool.submit(step) for step in steps]
+    for future in futures:
+        future.result()
 
 
 def wait_for_relay(container: Container, probe: tuple[str, ...] | None = None, what: str = "the gateway") -> None:

@@ -2,7 +2,8 @@
 
 The runtime's calls block, so each step runs on an executor thread. A step whose awaiting task is cancelled (Ctrl-C)
 cannot stop its thread; `in_thread` then cleans up what the thread returns once it ends (a container that finished
-starting after the session was cancelled is removed, not leaked).
+starting after the session was cancelled is removed, not leaked). `Ahead` begins a step that a later one will want
+(POSTRUN's grading container, started while the agent's is collected) and drops its result if nobody takes it.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from polar_cli.capture import CaptureRecord
 from polar_cli.harness import session
@@ -46,6 +47,38 @@ async def in_thread(executor: Executor, fn: Callable[[], X], on_abandon: Callabl
 
             future.add_done_callback(cleanup)
         raise
+
+
+class Ahead(Generic[X]):
+    """``start()`` begun on ``executor`` now, for a step that wants its result later: `take` hands it over (None when
+    starting failed: the step does the work itself, and its own failure says why); `release` drops one never taken
+    with ``drop``, at once if it is there, else once it is (a start under way is not left behind)."""
+
+    def __init__(self, executor: Executor, start: Callable[[], X | None], drop: Callable[[X], None]) -> None:
+        def dropped(result: X | None) -> None:
+            if result is not None:
+                drop(result)
+
+        self._drop = dropped
+        self._task = asyncio.ensure_future(in_thread(executor, start, on_abandon=dropped))
+        self._taken = False
+
+    async def take(self) -> X | None:
+        self._taken = True
+        try:
+            return await self._task
+        except Exception as exc:
+            log.debug("starting ahead failed (%s); the step does it itself", exc)
+            return None
+
+    def release(self) -> None:
+        if self._taken:
+            return
+        self._taken = True
+        if not self._task.done():
+            self._task.cancel()  # `in_thread` drops what the thread returns once it ends
+        elif not self._task.cancelled() and self._task.exception() is None:
+            self._drop(self._task.result())
 
 
 class SessionSteps:

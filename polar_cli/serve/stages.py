@@ -25,7 +25,7 @@ from polar_cli.egress.policy import Allowlist
 from polar_cli.egress.sessions import EgressRows, SessionEgress
 from polar_cli.gateway.budget import BUDGET_KIND
 from polar_cli.generate.rows import INFRA, SessionFacts, status_of, verdict
-from polar_cli.generate.session_logs import log_excerpt, run_logs, write_session_logs
+from polar_cli.generate.session_logs import keep_session_logs, log_excerpt, run_logs
 from polar_cli.harness.base import Wiring
 from polar_cli.harness.session import HarnessRun, Prepared, SessionSpec, mount_bundle
 from polar_cli.node.gateway import NodeGateway
@@ -37,7 +37,7 @@ from polar_cli.serve.evaluators import Graded, evaluate
 from polar_cli.serve.results import SessionOutput
 from polar_cli.serve.tasks import TaskPlan
 from polar_cli.swe.manifest import Instance
-from polar_cli.trajectory import Build, per_request, prefix_merging
+from polar_cli.trajectory import Build, build_traces
 
 log = logging.getLogger("polar.serve")
 
@@ -289,16 +289,10 @@ class ServeStages(SessionStages):
         )
 
     def _build(self, plan: TaskPlan, records: list[CaptureRecord]) -> Build:
-        if plan.strategy == "per_request":
-            return per_request(records)
-        return prefix_merging(records, self.eot_token_id, drift=plan.drift)  # type: ignore[arg-type]
+        return build_traces(records, plan.strategy, self.eot_token_id, plan.drift)  # type: ignore[arg-type]
 
     def _write_logs(self, evaluation: Any, session_id: str) -> str | None:
-        try:
-            return write_session_logs(self.eval_logs, evaluation, session_id)
-        except OSError as exc:
-            log.warning("session %s: writing its evaluation logs failed: %s", session_id, exc)
-            return None
+        return keep_session_logs(self.eval_logs, evaluation, session_id)
 
 
 def _why_not_rewarded(facts: SessionFacts, graded: Graded | None) -> str | None:

@@ -161,15 +161,42 @@ def _decode(output: bytes) -> str:
     return output.decode("utf-8", errors="replace")
 
 
+def start_container(runtime: Runtime, options: EvalOptions) -> Container:
+    """A fresh container of ``options.image``, as `evaluate_instance` starts one: a caller with other work to do
+    meanwhile (taking the agent's patch) starts it ahead and hands it in as ``ready``."""
+    ensure_image(runtime, options.image)
+    return runtime.start(ContainerSpec(image=options.image, role="eval", network=options.network, workdir=WORKDIR))
+
+
 def evaluate_instance(
-    runtime: Runtime, instance: Instance, patch: str | Patch | None, options: EvalOptions, model: str = ""
+    runtime: Runtime,
+    instance: Instance,
+    patch: str | Patch | None,
+    options: EvalOptions,
+    model: str = "",
+    ready: Container | None = None,
 ) -> Evaluation:
     """Apply ``patch`` (text, or already parsed: `diffs.Patch`) to a fresh container of ``options.image`` and grade
-    the instance's tests.
+    the instance's tests. ``ready``: that container, started ahead (`start_container`); it is used or removed.
 
     Broken patches, timeouts and missing markers are "unresolved" (SWE-bench Rule 5); a missing image or a failing
     engine raises (`RuntimeFailure`), which `evaluate_many` records as outcome "error".
     """
+    try:
+        return _evaluate(runtime, instance, patch, options, model, ready)
+    finally:
+        if ready is not None:  # removed whether the grading used it or never got that far (no patch, a bad row)
+            ready.remove(wait=False)
+
+
+def _evaluate(
+    runtime: Runtime,
+    instance: Instance,
+    patch: str | Patch | None,
+    options: EvalOptions,
+    model: str,
+    ready: Container | None,
+) -> Evaluation:
     start = time.monotonic()
 
     apply_log = ""
@@ -203,9 +230,7 @@ def evaluate_instance(
     parser = options.parser or parser_for(instance.repo, instance.log_parser)
     model_patch, test_patch = Patch.of(patch), Patch.parse(instance.test_patch)  # once per evaluation
     script = instance_eval_script(instance, options.test_cmd, test_patch)
-    ensure_image(runtime, options.image)
-    spec = ContainerSpec(image=options.image, role="eval", network=options.network, workdir=WORKDIR)
-    container = runtime.start(spec)
+    container = ready or start_container(runtime, options)
     network = options.network
     try:
         sources = _base_sources(container, config_paths(model_patch, test_patch))
@@ -261,7 +286,8 @@ def evaluate_instance(
         grade = grading.grade_log(log, instance.fail_to_pass, instance.pass_to_pass, parser, eval_type)
         return verdict(grade, applied=not empty, log=log)
     finally:
-        container.remove(wait=False)  # the verdict is in: the removal goes on in the background
+        if container is not ready:  # (`evaluate_instance` removes the one it was handed)
+            container.remove(wait=False)  # the verdict is in: the removal goes on in the background
 
 
 def _base_sources(container: Container, paths: Sequence[str]) -> dict[str, str]:
@@ -305,16 +331,16 @@ class EvalJob:
     model: str = ""
 
 
-def run_job(runtime: Runtime, job: EvalJob) -> Evaluation:
+def run_job(runtime: Runtime, job: EvalJob, ready: Container | None = None) -> Evaluation:
     """`evaluate_instance`, with a failure of the evaluation itself recorded as outcome "error" instead of raised.
 
     An error is the machinery's, never the candidate's: it is tried again in a fresh container, up to
     ``options.error_retries`` times (a host out of memory, an engine hiccup, a container gone mid-run), and the last
     error stands only when every try failed. Its ``seconds`` counts every try. The patch is parsed once, for every
-    try (`parsed`)."""
+    try (`parsed`). ``ready``: the first try's container, started ahead (`start_container`); a retry starts its own."""
     start = time.monotonic()
     patch = parsed(job.patch)
-    evaluation, retryable = _run_once(runtime, job, patch)
+    evaluation, retryable = _run_once(runtime, job, patch, ready)
     for retry in range(job.options.error_retries):
         if evaluation.outcome != "error" or not retryable:
             break
@@ -340,11 +366,13 @@ def parsed(patch: str | None) -> str | Patch | None:
         return patch
 
 
-def _run_once(runtime: Runtime, job: EvalJob, patch: str | Patch | None) -> tuple[Evaluation, bool]:
+def _run_once(
+    runtime: Runtime, job: EvalJob, patch: str | Patch | None, ready: Container | None = None
+) -> tuple[Evaluation, bool]:
     """One try: its evaluation, and whether an error is worth another (a configuration error is not)."""
     start = time.monotonic()
     try:
-        return evaluate_instance(runtime, job.instance, patch, job.options, job.model), True
+        return evaluate_instance(runtime, job.instance, patch, job.options, job.model, ready), True
     except Exception as exc:  # one broken instance (missing image, engine hiccup) must not sink the batch
         reason = f"evaluation failed: {exc}"
         grade = grading.unresolved(reason)

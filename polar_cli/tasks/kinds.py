@@ -3,27 +3,27 @@
 A kind says what it sets of its session (`SessionShape`: its instruction, its workdir, its limits, the hosts it may
 reach), what the scripted engines know of it (gold's reference patch, a Harbor task's oracle), and how a session of
 it is graded: in the agent's own container before it is removed (a Harbor verifier: `grade_in_session`), or after,
-in a fresh container from the task's image (SWE-bench's tests: `grade_after`). `generate.stages` and `serve.stages`
-never ask which kind they hold.
+in a fresh container from the task's image (SWE-bench's tests: `grade_after`, in the container `grader` started
+while the agent's was still collected). `generate.stages` and `serve.stages` never ask which kind they hold.
 
-Adding a kind: a class here with these methods, and its line in `kind_of`.
+Adding a kind: a `TaskKind` here with its methods, and its line in `kind_of`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from polar_cli.harbor.tasks import HarborTask
 from polar_cli.inference.gold import Task
-from polar_cli.swe.evaluate import EvalJob, EvalOptions, Evaluation, run_job
+from polar_cli.swe.evaluate import EvalJob, EvalOptions, Evaluation, run_job, start_container
 from polar_cli.swe.manifest import Instance
 
 if TYPE_CHECKING:
     from polar_cli.config import Recipe
     from polar_cli.harbor.verify import Verdict as HarborVerdict
     from polar_cli.harness.session import Prepared
-    from polar_cli.runtime.base import Runtime
+    from polar_cli.runtime.base import Container, Runtime
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,51 +54,69 @@ class InSession:
         return self.result.evaluation
 
 
-class TaskKind(Protocol):
-    name: str  # the row's ``task_kind``
-
-    def shape(self) -> SessionShape: ...
-
-    def scripted(self, instance: Instance, workdir: str) -> Task:
-        """What the scripted engines (gold, noop) know of the task."""
-        ...
-
-    def grade_in_session(self, prepared: Prepared, model: str, recipe: Recipe) -> InSession | None:
-        """The grade taken before the agent's container goes (None: this kind grades after)."""
-        ...
-
-    def grade_after(
-        self, runtime: Runtime, instance: Instance, image: str, patch: str, model: str, recipe: Recipe
-    ) -> Evaluation | None:
-        """The grade of the agent's patch in a fresh container (None: this kind graded in the session)."""
-        ...
-
-
 @dataclass(frozen=True, slots=True)
-class SweTask:
-    """A SWE-Gym / SWE-bench instance: the recipe's instruction and workdir, SWE-bench's grading after the session."""
+class Grading:
+    """What a kind grades with: the run's runtime and recipe, and the model's name for the evaluation."""
 
-    name = "swe"
+    runtime: Runtime
+    recipe: Recipe
+    model: str
+
+
+class TaskKind:
+    """What the stages ask of a task's kind. A kind grades in the session or after it: each overrides its own half,
+    and the other half's defaults say "not this kind"."""
+
+    name: str  # the row's ``task_kind``
 
     def shape(self) -> SessionShape:
         return SessionShape()
 
     def scripted(self, instance: Instance, workdir: str) -> Task:
-        return Task(instance.instance_id, instance.patch, workdir)
+        """What the scripted engines (gold, noop) know of the task."""
+        raise NotImplementedError
 
-    def grade_in_session(self, prepared: Prepared, model: str, recipe: Recipe) -> InSession | None:
+    def grade_in_session(self, grading: Grading, prepared: Prepared) -> InSession | None:
+        """The grade taken before the agent's container goes (None: this kind grades after)."""
+        return None
+
+    def grader(self, grading: Grading, image: str) -> Container | None:
+        """The fresh container `grade_after` will grade in, started while the agent's is collected (None: none)."""
         return None
 
     def grade_after(
-        self, runtime: Runtime, instance: Instance, image: str, patch: str, model: str, recipe: Recipe
+        self, grading: Grading, instance: Instance, image: str, patch: str, ready: Container | None = None
     ) -> Evaluation | None:
-        e = recipe.eval
-        options = EvalOptions(image=image, timeout=recipe.timeouts.eval, network=e.network, tamper=e.tamper)
-        return run_job(runtime, EvalJob(instance, patch, options, model))
+        """The grade of the agent's patch in a fresh container, ``ready`` when `grader` started it (which this
+        removes, used or not); None: this kind graded in the session."""
+        return None
 
 
 @dataclass(frozen=True, slots=True)
-class HarborKind:
+class SweTask(TaskKind):
+    """A SWE-Gym / SWE-bench instance: the recipe's instruction and workdir, SWE-bench's grading after the session."""
+
+    name = "swe"
+
+    def scripted(self, instance: Instance, workdir: str) -> Task:
+        return Task(instance.instance_id, instance.patch, workdir)
+
+    def grader(self, grading: Grading, image: str) -> Container | None:
+        return start_container(grading.runtime, self._options(image, grading.recipe))
+
+    def grade_after(
+        self, grading: Grading, instance: Instance, image: str, patch: str, ready: Container | None = None
+    ) -> Evaluation | None:
+        job = EvalJob(instance, patch, self._options(image, grading.recipe), grading.model)
+        return run_job(grading.runtime, job, ready)
+
+    def _options(self, image: str, recipe: Recipe) -> EvalOptions:
+        e = recipe.eval
+        return EvalOptions(image=image, timeout=recipe.timeouts.eval, network=e.network, tamper=e.tamper)
+
+
+@dataclass(frozen=True, slots=True)
+class HarborKind(TaskKind):
     """A Harbor task folder (`polar_cli.harbor`): its instruction.md, workdir and limits; its oracle for the gold
     engine; its verifier run in the agent's container after the agent's changes are taken."""
 
@@ -123,7 +141,7 @@ class HarborKind:
         command = oracle_command(self.task) if self.task.has_oracle else None
         return Task(instance.instance_id, "", workdir, command)
 
-    def grade_in_session(self, prepared: Prepared, model: str, recipe: Recipe) -> InSession | None:
+    def grade_in_session(self, grading: Grading, prepared: Prepared) -> InSession | None:
         """The agent's changes as a patch (taken before the tests run, so their files are no part of it), then the
         task's verifier in the same container (`harbor.verify`); a runtime failure is an evaluation error."""
         from polar_cli.harbor.verify import error_verdict, verify
@@ -136,15 +154,11 @@ class HarborKind:
         except Exception:
             patch = None
         try:
-            result = verify(prepared.container, self.task, model, recipe.harbor.reward_threshold)
+            result = verify(prepared.container, self.task, grading.model, grading.recipe.harbor.reward_threshold)
         except Exception as exc:
-            result = error_verdict(self.task, model, f"running the verifier failed: {exc or type(exc).__name__}")
+            why = f"running the verifier failed: {exc or type(exc).__name__}"
+            result = error_verdict(self.task, grading.model, why)
         return InSession(result, patch)
-
-    def grade_after(
-        self, runtime: Runtime, instance: Instance, image: str, patch: str, model: str, recipe: Recipe
-    ) -> Evaluation | None:
-        return None
 
 
 SWE = SweTask()

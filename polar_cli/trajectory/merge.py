@@ -16,9 +16,10 @@ from typing import Any
 from polar_cli.capture import CaptureRecord, read_session_views
 from polar_cli.errors import ConfigError
 from polar_cli.trajectory.gcpause import gc_paused
-from polar_cli.trajectory.per_request import per_request, skip_reason
-from polar_cli.trajectory.prefix_merging import DRIFT_POLICIES, Drift, detect_eot_token_id, prefix_merging
+from polar_cli.trajectory.per_request import skip_reason
+from polar_cli.trajectory.prefix_merging import DRIFT_POLICIES, Drift, detect_eot_token_id
 from polar_cli.trajectory.stats import MergeStats
+from polar_cli.trajectory.strategy import build_traces
 
 
 class Strategy(StrEnum):
@@ -141,10 +142,7 @@ def merge_capture(
                 records = read_session_views(path)
                 if not records:
                     continue
-                if strategy is Strategy.prefix_merging:
-                    build = prefix_merging(records, eot, drift=drift)
-                else:
-                    build = per_request(records)
+                build = build_traces(records, strategy, eot, drift)
                 writer.extend(t.to_row() for t in build.traces)
             parts.append(SessionStats(records[0].session_id, build.stats))
         if writer.rows == 0:

@@ -181,7 +181,7 @@ def test_eval_network_defaults_to_swebenchs_and_reaches_the_grading_container() 
     from polar_cli.generate.stages import GenerateStages
     from polar_cli.swe.evaluate import DEFAULT_NETWORK
     from polar_cli.swe.manifest import Instance
-    from polar_cli.tasks.kinds import SWE
+    from polar_cli.tasks.kinds import SWE, Grading
     from tests.support.fake_runtime import FakeRuntime, result
 
     assert parse_recipe(MINIMAL).eval.network == DEFAULT_NETWORK == "bridge"
@@ -190,7 +190,7 @@ def test_eval_network_defaults_to_swebenchs_and_reaches_the_grading_container() 
     runtime = FakeRuntime(lambda name, container: result(graded))
     instance = Instance("o__r-1", "o/r", "a" * 40, "", "", "", (), (), test_cmd="pytest")
     plan = SimpleNamespace(image="img:1", instance=instance, kind=SWE)
-    stages = SimpleNamespace(recipe=recipe, runtime=runtime, model="m")
+    stages = SimpleNamespace(grading=Grading(runtime, recipe, "m"))  # type: ignore[arg-type]
     evaluation = GenerateStages._evaluate(stages, plan, "diff --git a/x b/x\n")  # type: ignore[arg-type]
     assert [spec.network for spec in runtime.specs] == ["none"] and evaluation.network == "none"
     assert runtime.timeouts[-1] == 30

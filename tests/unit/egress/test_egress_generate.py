@@ -33,7 +33,7 @@ def stages_for(recipe_data: dict[str, Any], tmp_path: Path, pool: ThreadPoolExec
     runtime = FakeRuntime(session_responder(result("done")))
     gateway = Gateway(tmp_path / "capture")
     stages = GenerateStages(parse_recipe(recipe_data, []), SessionSteps(runtime, pool), gateway, tmp_path, None)  # type: ignore[arg-type]
-    stages._evaluate = lambda plan, patch: failing_evaluation("org/model")  # type: ignore[method-assign]
+    stages._evaluate = lambda plan, patch, ready: failing_evaluation("org/model")  # type: ignore[method-assign]
     return stages
 
 

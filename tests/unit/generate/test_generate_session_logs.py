@@ -99,7 +99,7 @@ def test_postrun_writes_the_logs_always_and_the_row_links_them(
     with ThreadPoolExecutor(2) as pool:
         gateway = Gateway(tmp_path / "capture")
         stages = GenerateStages(recipe, SessionSteps(runtime, pool), gateway, tmp_path, None)  # type: ignore[arg-type]
-        monkeypatch.setattr(stages, "_evaluate", lambda plan, patch: evaluation)
+        monkeypatch.setattr(stages, "_evaluate", lambda plan, patch, ready: evaluation)
         plan = SessionPlan("org__repo-1::pi::1", INSTANCE, ADAPTERS["pi"], 1, "img", "bundle-pi")
         spec = SessionSpec("sid.pi.1.abc", ADAPTERS["pi"], "img", "fix it", "bundle-pi", base_commit="abc")
         session = PooledSession("sid.pi.1.abc", "sk", prepare(runtime, spec, Wiring(gateway.url, "sk")))

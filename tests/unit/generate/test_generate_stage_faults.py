@@ -77,7 +77,7 @@ def test_an_exception_in_any_step_after_run_is_an_error_row_naming_it(
         gateway = Gateway(tmp_path / "capture")
         steps = SessionSteps(runtime, pool)
         stages = GenerateStages(recipe, steps, gateway, tmp_path, None)  # type: ignore[arg-type]
-        monkeypatch.setattr(stages, "_evaluate", lambda plan, patch: failing_evaluation("org/model"))
+        monkeypatch.setattr(stages, "_evaluate", lambda plan, patch, ready: failing_evaluation("org/model"))
         injected = {
             "conclude": (steps, "conclude"),
             "build": (stages, "_build"),

@@ -97,12 +97,12 @@ def test_the_recipe_mode_reaches_the_grader(
 ) -> None:
     jobs: list[EvalJob] = []
 
-    def run_job(runtime: Any, job: EvalJob) -> Evaluation:
+    def run_job(runtime: Any, job: EvalJob, ready: Any = None) -> Evaluation:
         jobs.append(job)
         return rejected()
 
     monkeypatch.setattr(kinds, "run_job", run_job)
-    owner = SimpleNamespace(recipe=parse_recipe(RECIPE, overrides), runtime=None, model="m")
+    owner = SimpleNamespace(grading=kinds.Grading(None, parse_recipe(RECIPE, overrides), "m"))  # type: ignore[arg-type]
     GenerateStages._evaluate(owner, SimpleNamespace(image="img:1", instance=INSTANCE, kind=kinds.SWE), "PATCH")  # type: ignore[arg-type]
     assert jobs[0].options.tamper == mode
 

@@ -14,7 +14,7 @@ import pytest
 from polar_cli.errors import RuntimeFailure
 from polar_cli.harness import ADAPTERS, Wiring
 from polar_cli.harness.session import SessionSpec
-from polar_cli.node.session_steps import SessionSteps, in_thread
+from polar_cli.node.session_steps import Ahead, SessionSteps, in_thread
 from tests.support.fake_runtime import BASE, PATCH, FakeRuntime, result, session_responder
 
 
@@ -124,3 +124,51 @@ def test_in_thread_returns_and_raises_like_the_function() -> None:
 
     with pytest.raises(ValueError, match="boom"):
         asyncio.run(in_thread(pool, boom))
+
+
+def test_a_step_started_ahead_is_handed_over_once_taken() -> None:
+    dropped: list[str] = []
+
+    async def main() -> str | None:
+        with ThreadPoolExecutor(1) as pool:
+            ahead = Ahead(pool, lambda: "container", dropped.append)
+            taken = await ahead.take()
+            ahead.release()  # taken: the taker owns it now
+            return taken
+
+    assert asyncio.run(main()) == "container" and dropped == []
+
+
+def test_a_step_started_ahead_and_never_taken_is_dropped_even_while_still_starting() -> None:
+    dropped: list[str] = []
+    going = threading.Event()
+
+    def slow() -> str:
+        going.wait(5.0)
+        return "slow"
+
+    async def main() -> None:
+        with ThreadPoolExecutor(2) as pool:
+            done = Ahead(pool, lambda: "done", dropped.append)
+            await asyncio.sleep(0.05)
+            done.release()  # there already: dropped at once
+            assert dropped == ["done"]
+            under_way = Ahead(pool, slow, dropped.append)
+            await asyncio.sleep(0.05)
+            under_way.release()  # still starting: dropped once its thread returns
+            going.set()
+        await asyncio.sleep(0.05)
+
+    asyncio.run(main())
+    assert dropped == ["done", "slow"]
+
+
+def test_a_step_that_fails_to_start_ahead_hands_over_none() -> None:
+    def broken() -> str:
+        raise RuntimeFailure("engine hiccup")
+
+    async def main() -> str | None:
+        with ThreadPoolExecutor(1) as pool:
+            return await Ahead(pool, broken, lambda _: None).take()
+
+    assert asyncio.run(main()) is None

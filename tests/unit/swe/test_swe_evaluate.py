@@ -20,6 +20,7 @@ from polar_cli.swe.evaluate import (
     resolve_test_command,
     run_job,
     runner_exit_code,
+    start_container,
 )
 from polar_cli.swe.manifest import Instance
 from polar_cli.swe.repos import REPOS
@@ -231,3 +232,24 @@ def test_runner_that_cannot_start_is_an_error_not_unresolved(code: int) -> None:
         f"the test runner could not start (exit {code}): check the image and the test command",
     )
     assert runner_exit_code(log) == code
+
+
+def test_a_container_started_ahead_is_graded_in_and_removed_once() -> None:
+    runtime = FakeRuntime(scripted(result("cut short\n", None), FIXED))
+    ready = start_container(runtime, OPTIONS)
+    evaluation = run_job(runtime, EvalJob(INSTANCE, INSTANCE.patch, OPTIONS, "m"), ready)
+    # the first try graded in the container handed in; the retry after its error started a fresh one
+    assert evaluation.outcome == "resolved" and runtime.containers[0] is ready
+    assert [(c.scripts, c.removed) for c in runtime.containers] == [(["apply.sh", "eval.sh"], 1)] * 2
+
+
+@pytest.mark.parametrize(
+    ("patch", "instance"),
+    [(None, INSTANCE), ("  \n", INSTANCE), (INSTANCE.patch, dataclasses.replace(INSTANCE, repo="x/y", test_cmd=""))],
+)
+def test_a_container_started_ahead_and_never_graded_in_is_removed(patch: str | None, instance: Instance) -> None:
+    runtime = FakeRuntime(responder())
+    ready = start_container(runtime, OPTIONS)
+    evaluation = run_job(runtime, EvalJob(instance, patch, OPTIONS), ready)  # no patch, or a row without tests
+    assert evaluation.outcome in ("unresolved", "error") and ready.scripts == [] and ready.removed == 1
+    assert len(runtime.containers) == 1  # and no other started
