@@ -24,7 +24,8 @@ from safetensors.torch import load_file, save_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from polar_cli.inference.control import Checkpoint, load, moved, probe, served_version
+from polar_cli.inference.control import moved
+from polar_cli.inference.servers import SERVERS, Checkpoint
 from tests.support.models import QWEN3_TINY_DIR, SMOLLM2_DIR
 from tests.support.vllm_server import DEFAULT_ARGS, VLLMServer
 
@@ -48,14 +49,15 @@ def save(source: Path, dest: Path, seed: int) -> float:
 
 
 async def sync(url: str, model: str, path: Path, version: str) -> dict[str, float]:
+    vllm = SERVERS["vllm"]
     async with httpx.AsyncClient() as client:
         t0 = time.monotonic()
-        before = await probe(client, "vllm", url, model)
+        before = await vllm.probe(client, url, model)
         t1 = time.monotonic()
-        await load(client, "vllm", url, Checkpoint(str(path), version))
+        await vllm.load(client, url, Checkpoint(str(path), version))
         t2 = time.monotonic()
-        served = await served_version(client, "vllm", url)
-        after = await probe(client, "vllm", url, model)
+        served = await vllm.served_version(client, url)
+        after = await vllm.probe(client, url, model)
         t3 = time.monotonic()
     assert served == version, served
     return {

@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from polar_cli.client import PolarClient  # noqa: E402
-from polar_cli.inference.control import PROBE_IDS  # noqa: E402
+from polar_cli.inference.servers import PROBE_IDS  # noqa: E402
 from tests.support.models import QWEN3_TINY_DIR, SMOLLM2_DIR  # noqa: E402
 from tests.support.vllm_server import DEFAULT_ARGS, VLLMServer, free_port  # noqa: E402
 

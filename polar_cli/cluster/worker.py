@@ -292,7 +292,7 @@ class NodeWorker:
     async def load_weights(self, request: Any, urls: list[str] | None = None) -> list[dict[str, Any]]:
         """Load a `WeightsRequest`'s checkpoint into the engines of ``urls`` (None: every one in rotation) and check
         each; one that fails leaves this node's rotation. The driver has paused the gate and stamps the version."""
-        from polar_cli.inference.control import engine_family
+        from polar_cli.inference.servers import server_control
         from polar_cli.serve.weights import WeightTargets, load_targets
 
         engine = self.parts.engine
@@ -300,7 +300,7 @@ class NodeWorker:
             return []
         mine = [e["url"] for e in self.engines() if e["in_rotation"] and (urls is None or e["url"] in urls)]
         c = self.spec.config.engine
-        targets = WeightTargets(engine_family(c.kind, c.dialect), engine.model, mine, self.retire_engine)
+        targets = WeightTargets(server_control(c.kind, c.dialect), engine.model, mine, self.retire_engine)
         return [{"node": self.node_id} | row for row in await load_targets(targets, request)]
 
     def retire_engine(self, url: str, reason: str) -> None:

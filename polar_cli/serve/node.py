@@ -156,14 +156,15 @@ class LocalNode:
 
     def weight_targets(self) -> Any:
         """The engine servers in rotation a weight sync loads (`serve.weights.WeightTargets`)."""
-        from polar_cli.inference.control import engine_family, engine_urls
+        from polar_cli.inference.control import engine_urls
+        from polar_cli.inference.servers import server_control
         from polar_cli.serve.weights import WeightTargets
 
         if self._engine is None:
             return None
-        family = engine_family(self.config.engine.kind, self.config.engine.dialect)
+        control = server_control(self.config.engine.kind, self.config.engine.dialect)
         urls = [u for u in engine_urls(self._engine) if u not in self._retired]
-        return WeightTargets(family, self._engine.model, urls, self._retire)
+        return WeightTargets(control, self._engine.model, urls, self._retire)
 
     def _retire(self, url: str, reason: str) -> None:
         self._retired[url] = reason

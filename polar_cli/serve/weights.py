@@ -27,7 +27,8 @@ from typing import Any, Protocol
 
 import httpx
 
-from polar_cli.inference.control import PROBE_IDS, Checkpoint, ReloadError, load, moved, probe, served_version
+from polar_cli.inference.control import moved
+from polar_cli.inference.servers import PROBE_IDS, Checkpoint, ReloadError, ServerControl
 from polar_cli.serve.models import WeightsRequest
 from polar_cli.serve.tasks import TaskError
 
@@ -59,9 +60,9 @@ class Pausable(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class WeightTargets:
-    """What a node lets a sync reach: its engine servers in rotation, the control family, the served model."""
+    """What a node lets a sync reach: its engine servers in rotation, their kind's control, the served model."""
 
-    family: str
+    control: ServerControl
     model: str
     urls: list[str]
     retire: Callable[[str, str], None]
@@ -142,13 +143,13 @@ async def _one(
     model = checkpoint.lora or targets.model
     try:
         if request.verify:
-            out["probe_before"] = await probe(client, targets.family, url, model)
-        await load(client, targets.family, url, checkpoint)
-        out["served_version"] = await served_version(client, targets.family, url)
+            out["probe_before"] = await targets.control.probe(client, url, model)
+        await targets.control.load(client, url, checkpoint)
+        out["served_version"] = await targets.control.served_version(client, url)
         if out["served_version"] is not None and out["served_version"] != checkpoint.version:
             raise ReloadError(f"it says it serves {out['served_version']}, not {checkpoint.version}")
         if request.verify or request.expect_probe is not None:
-            out["probe_after"] = await probe(client, targets.family, url, model)
+            out["probe_after"] = await targets.control.probe(client, url, model)
         if request.verify:
             out["moved"] = moved(out["probe_before"], out["probe_after"])
             if out["moved"] < MOVED:

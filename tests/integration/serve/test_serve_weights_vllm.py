@@ -23,7 +23,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from polar_cli.client import ServeError
-from polar_cli.inference.control import PROBE_IDS
+from polar_cli.inference.servers import PROBE_IDS
 from tests.integration.serve.serve_process import DEMO_IDS, MANIFEST, service
 from tests.support.models import QWEN3_TINY_DIR
 from tests.support.vllm_server import DEFAULT_ARGS, VLLMServer

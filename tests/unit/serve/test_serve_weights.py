@@ -12,6 +12,7 @@ import httpx
 import orjson
 import pytest
 
+from polar_cli.inference.servers import SERVERS
 from polar_cli.serve import weights
 from polar_cli.serve.journal import Journal
 from polar_cli.serve.models import WeightsRequest
@@ -64,7 +65,7 @@ class FleetNode(SimulatedNode):
 
     def weight_targets(self) -> WeightTargets:
         urls = [u for u in self.servers if u not in self.retired]
-        return WeightTargets("vllm", "policy", urls, self.retired.__setitem__)
+        return WeightTargets(SERVERS["vllm"], "policy", urls, self.retired.__setitem__)
 
     def transport(self) -> httpx.MockTransport:
         return httpx.MockTransport(lambda r: self.servers[f"http://{r.url.host}"].handle(r))
