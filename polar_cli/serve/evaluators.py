@@ -8,18 +8,20 @@ agent's, so only the patch counts (`swe.evaluate`).
                        every named value in the report (reward.txt / reward.json as Harbor reads them)
     session_completed  no container: 1.0 when the harness ended normally, else 0.0
 
+Each is a function of the `Candidate` and its own settings, found by the request's evaluator ``type`` in `EVALUATORS`.
 An evaluation that could not run (outcome ``error``) is the machinery's fault: the session is an error to retry, never
 a reward of 0.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from polar_cli.config import EvalConfig
 from polar_cli.runtime.base import Runtime
-from polar_cli.serve.models import CommandEvaluator, HarborEvaluator, SwebenchEvaluator
+from polar_cli.serve.models import CommandEvaluator, HarborEvaluator, SessionCompletedEvaluator, SwebenchEvaluator
 from polar_cli.serve.tasks import TaskPlan
 from polar_cli.swe import grading
 from polar_cli.swe.evaluate import EvalJob, EvalOptions, Evaluation, run_job
@@ -67,59 +69,72 @@ def command_instance(plan: TaskPlan, evaluator: CommandEvaluator) -> Instance:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """What an evaluator grades: a session's patch on its task, whether its harness ended normally, and with what."""
+
+    runtime: Runtime
+    plan: TaskPlan
+    patch: str
+    ran_ok: bool
+    settings: EvalConfig
+    timeout: float
+    model: str
+
+
 def evaluate(
     runtime: Runtime, plan: TaskPlan, patch: str, ran_ok: bool, settings: EvalConfig, timeout: float, model: str
 ) -> Graded:
     """The task's evaluator on ``patch`` (``ran_ok``: the harness ended normally)."""
-    evaluator = plan.evaluator
-    if isinstance(evaluator, SwebenchEvaluator):
-        assert plan.instance is not None  # the request model refuses swebench without an instance
-        options = EvalOptions(
-            image=plan.image,
-            timeout=evaluator.timeout or timeout,
-            network=evaluator.network or settings.network,
-            tamper=evaluator.tamper or settings.tamper,
-        )
-        evaluation = run_job(runtime, EvalJob(plan.instance, patch, options, model))
-        report = {"type": "swebench", **evaluation.to_dict()}
-        report.pop("log_tail", None)
-        return Graded(1.0 if evaluation.resolved else 0.0, report, evaluation)
-    if isinstance(evaluator, CommandEvaluator):
-        options = EvalOptions(
-            image=plan.image,
-            timeout=evaluator.timeout or timeout,
-            network=settings.network,
-            tamper=settings.tamper,
-            run_empty=True,
-        )
-        evaluation = run_job(runtime, EvalJob(command_instance(plan, evaluator), patch, options, model))
-        observed = evaluation.grade.tests.observed if evaluation.grade.tests is not None else {}
-        statuses = {test: (str(observed.get(test)) if observed.get(test) else None) for test in evaluator.expected}
-        matched = evaluation.outcome != "error" and all(statuses[t] == s for t, s in evaluator.expected.items())
-        report = {
-            "type": "command",
-            "outcome": evaluation.outcome,
-            "reason": evaluation.reason or evaluation.grade.reason,
-            "expected": dict(evaluator.expected),
-            "observed": statuses,
-            "patch_successfully_applied": evaluation.patch_applied,
-            "seconds": round(evaluation.seconds, 3),
-            "tamper": evaluation.tamper.to_dict() if evaluation.tamper else None,
-        }
-        return Graded(1.0 if matched else 0.0, report, evaluation)
-    if isinstance(evaluator, HarborEvaluator):
-        return harbor_graded(runtime, plan, evaluator, patch, settings, model)
-    return Graded(1.0 if ran_ok else 0.0, {"type": "session_completed", "completed": ran_ok})
+    grade: Callable[[Candidate, Any], Graded] = EVALUATORS[plan.evaluator.type]
+    return grade(Candidate(runtime, plan, patch, ran_ok, settings, timeout, model), plan.evaluator)
 
 
-def harbor_graded(
-    runtime: Runtime, plan: TaskPlan, evaluator: HarborEvaluator, patch: str, settings: EvalConfig, model: str
-) -> Graded:
-    """The Harbor task's verifier on ``patch``; its named rewards in the report."""
+def swebench(c: Candidate, evaluator: SwebenchEvaluator) -> Graded:
+    assert c.plan.instance is not None  # the request model refuses swebench without an instance
+    options = EvalOptions(
+        image=c.plan.image,
+        timeout=evaluator.timeout or c.timeout,
+        network=evaluator.network or c.settings.network,
+        tamper=evaluator.tamper or c.settings.tamper,
+    )
+    evaluation = run_job(c.runtime, EvalJob(c.plan.instance, c.patch, options, c.model))
+    report = {"type": "swebench", **evaluation.to_dict()}
+    report.pop("log_tail", None)
+    return Graded(1.0 if evaluation.resolved else 0.0, report, evaluation)
+
+
+def command(c: Candidate, evaluator: CommandEvaluator) -> Graded:
+    options = EvalOptions(
+        image=c.plan.image,
+        timeout=evaluator.timeout or c.timeout,
+        network=c.settings.network,
+        tamper=c.settings.tamper,
+        run_empty=True,
+    )
+    evaluation = run_job(c.runtime, EvalJob(command_instance(c.plan, evaluator), c.patch, options, c.model))
+    observed = evaluation.grade.tests.observed if evaluation.grade.tests is not None else {}
+    statuses = {test: (str(observed.get(test)) if observed.get(test) else None) for test in evaluator.expected}
+    matched = evaluation.outcome != "error" and all(statuses[t] == s for t, s in evaluator.expected.items())
+    report = {
+        "type": "command",
+        "outcome": evaluation.outcome,
+        "reason": evaluation.reason or evaluation.grade.reason,
+        "expected": dict(evaluator.expected),
+        "observed": statuses,
+        "patch_successfully_applied": evaluation.patch_applied,
+        "seconds": round(evaluation.seconds, 3),
+        "tamper": evaluation.tamper.to_dict() if evaluation.tamper else None,
+    }
+    return Graded(1.0 if matched else 0.0, report, evaluation)
+
+
+def harbor(c: Candidate, evaluator: HarborEvaluator) -> Graded:
+    """The Harbor task's verifier on the patch; its named rewards in the report."""
     from polar_cli.harbor.verify import verify_patch
 
-    assert plan.harbor is not None  # the request model refuses harbor without harbor_task
-    verdict = verify_patch(runtime, plan.harbor, plan.image, patch, model, evaluator.reward_threshold)
+    assert c.plan.harbor is not None  # the request model refuses harbor without harbor_task
+    verdict = verify_patch(c.runtime, c.plan.harbor, c.plan.image, c.patch, c.model, evaluator.reward_threshold)
     evaluation = verdict.evaluation
     report = {
         "type": "harbor",
@@ -131,3 +146,16 @@ def harbor_graded(
         "seconds": round(evaluation.seconds, 3),
     }
     return Graded(verdict.reward if verdict.reward is not None else 0.0, report, evaluation)
+
+
+def session_completed(c: Candidate, evaluator: SessionCompletedEvaluator) -> Graded:
+    return Graded(1.0 if c.ran_ok else 0.0, {"type": "session_completed", "completed": c.ran_ok})
+
+
+# an evaluator's ``type`` (`serve.models.Evaluator`) -> its grading; a new one: its model there and its line here
+EVALUATORS: dict[str, Callable[[Candidate, Any], Graded]] = {
+    "swebench": swebench,
+    "command": command,
+    "harbor": harbor,
+    "session_completed": session_completed,
+}
