@@ -29,6 +29,7 @@ not every call's whole prompt, and "the base's prompt is a prefix of this one" i
 
 from __future__ import annotations
 
+import sys
 from array import array
 from bisect import bisect_left, bisect_right
 from collections import deque
@@ -254,8 +255,24 @@ def _load_body(stored: dict[str, Any] | None, base: JsonBody | None) -> JsonBody
     return (base if base is not None else _EMPTY).replaced(stored)  # not `or`: truthiness would parse the body
 
 
+# where the most significant byte of each 4-byte int lies in native order
+_HIGH_BYTE = 3 if sys.byteorder == "little" else 0
+
+
 def _as_bytes(ids: Sequence[int]) -> bytes:
-    return array("i", id_list(ids)).tobytes()
+    """The ids as 4-byte signed ints, what prompts are compared as (an id outside ``[-2**31, 2**31)`` raises).
+
+    Converted as unsigned first, three times faster (no argument parsing per element): ids in ``[0, 2**31)`` have the
+    same bytes either way, which every high byte below 0x80 proves. Anything else (a negative id, one at or past
+    2**31) takes the signed conversion, which keeps or refuses it as it always did."""
+    ids = id_list(ids)
+    try:
+        data = array("I", ids).tobytes()
+        if data[_HIGH_BYTE::4].isascii():
+            return data
+    except OverflowError:
+        pass
+    return array("i", ids).tobytes()
 
 
 class Compactor:
@@ -274,7 +291,8 @@ class Compactor:
         prompt = _as_bytes(record.prompt_ids)
         base_line, base_seq, prefix = -1, -1, 0
         for line_no, seq, ids in self._prompts:
-            n = common_prefix_len(prompt, ids) // 4
+            # along a conversation an earlier prompt is the whole start of this one: one memcmp says so, no copies
+            n = (len(ids) if prompt.startswith(ids) else common_prefix_len(prompt, ids)) // 4
             if n > prefix:
                 base_line, base_seq, prefix = line_no, seq, n
         request = _body_bytes(record.request, record.request_bytes)

@@ -16,8 +16,13 @@ from __future__ import annotations
 
 import json
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping
+from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any, Literal, NoReturn
+
+import orjson
 
 from polar_cli.errors import RequestError
 from polar_cli.translate import json_checks as check
@@ -54,6 +59,14 @@ _TOOL_CHOICE_MODES: dict[str, Literal["auto", "none", "required", "tool"]] = {
 # renders the way the model's own call was recorded. One encoder for all calls: json.dumps builds a new one each time
 # it is given options.
 _TOOL_INPUT_ENCODER = json.JSONEncoder(ensure_ascii=False)
+# The C encoder that `_TOOL_INPUT_ENCODER.encode` builds for every object it is given, built once: the same text at a
+# third of the cost (a long history echoes dozens of calls). No circular-reference check (``markers`` None): a parsed
+# JSON body cannot hold a cycle, and a cycle still ends in a RecursionError. None where Python lacks the C encoder.
+_TOOL_INPUT_C_ENCODER = (
+    c_make_encoder(None, _TOOL_INPUT_ENCODER.default, encode_basestring, None, ": ", ", ", False, False, True)
+    if c_make_encoder is not None
+    else None
+)
 # Anthropic-defined tools are dated (web_search_20250305, tool_search_tool_regex_20251119); mcp_toolset is undated.
 _SERVER_TOOL_TYPE = re.compile(r"[a-z][a-z0-9_]*_20\d{6}")
 
@@ -128,7 +141,7 @@ def _messages(raw: list[Any]) -> list[Message]:
         if role == "user":
             out.extend(_user_turn(content, path, tool_names))
         elif role == "assistant":
-            message = _assistant_turn(content, path)
+            message = _DECODED_TURNS.assistant_turn(content, path)
             for call in message.tool_calls:
                 tool_names[call.id] = call.name
             out.append(message)
@@ -138,6 +151,52 @@ def _messages(raw: list[Any]) -> list[Message]:
             got = repr(role) if isinstance(role, str) else check.json_type(role)
             check.fail(f"{path}.role", f"expected 'user', 'assistant' or 'system', got {got}")
     return out
+
+
+class _DecodedTurns:
+    """Assistant turns already decoded, by the JSON text of their content; least recently used out first, the texts
+    kept within ``max_bytes``.
+
+    Every call of an agent session sends the whole history again, so each assistant turn of it is decoded again on
+    every later call (its tool inputs re-encoded too). `_assistant_turn` is a pure function of the content (the path
+    only names a field in an error), so for an equal content the Message decoded before is the one decoding again
+    would build, and IR values are never changed once built, so one serves many calls. Equal means equal JSON text
+    (orjson writes an int never as a float, keys in their order) and equal values: the text alone would take a tuple
+    for a list, or NaN for null, from a caller that did not parse JSON. Only a turn that decoded without an error is
+    kept: a hit skips no check that content has not passed.
+    """
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._turns: OrderedDict[bytes, tuple[Any, Message]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()  # gateways on other threads' loops decode too
+
+    def assistant_turn(self, content: Any, path: str) -> Message:
+        try:
+            key = orjson.dumps(content)
+        except orjson.JSONEncodeError:  # not JSON (a caller's own objects): decoded, and refused there if wrong
+            return _assistant_turn(content, path)
+        with self._lock:
+            kept = self._turns.get(key)
+            if kept is not None and kept[0] == content:
+                self._turns.move_to_end(key)
+                return kept[1]
+        message = _assistant_turn(content, path)
+        with self._lock:
+            if key in self._turns:
+                self._bytes -= len(key)
+            self._turns[key] = (content, message)
+            self._turns.move_to_end(key)
+            self._bytes += len(key)
+            while self._bytes > self.max_bytes:
+                old, _ = self._turns.popitem(last=False)
+                self._bytes -= len(old)
+        return message
+
+
+# a few thousand turns of typical sessions (the contents and decoded turns kept take a few times as much again)
+_DECODED_TURNS = _DecodedTurns(max_bytes=4 * 1024 * 1024)
 
 
 def _user_turn(content: Any, path: str, tool_names: Mapping[str, str]) -> list[Message]:
@@ -206,7 +265,10 @@ def _assistant_turn(content: Any, path: str) -> Message:
 def _tool_use(block: Mapping[str, Any], path: str) -> ToolCall:
     arguments = check.opt_obj(block.get("input"), f"{path}.input") or {}
     try:
-        text = _TOOL_INPUT_ENCODER.encode(arguments)
+        if _TOOL_INPUT_C_ENCODER is not None:
+            text = "".join(_TOOL_INPUT_C_ENCODER(arguments, 0))
+        else:
+            text = _TOOL_INPUT_ENCODER.encode(arguments)
     except (ValueError, RecursionError) as exc:
         raise RequestError(f"{path}.input: cannot be encoded as JSON ({exc})") from exc
     return ToolCall(
