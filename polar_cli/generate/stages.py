@@ -178,6 +178,7 @@ class GenerateStages(SessionStages):
                     start = time.monotonic()
                     verdict = await self._grade_in_session(plan.kind, session)
                     eval_seconds = time.monotonic() - start
+                if harness_run is not None and verdict is None:
                     # a kind that grades after starts its fresh container while the agent's is collected
                     grader = Ahead(self.executor, lambda: plan.kind.grader(self.grading, plan.image), _drop)
                 collected, records, egress = await self.conclude(session, artifacts, harness_run)

@@ -11,6 +11,7 @@ Adding a kind: a `TaskKind` here with its methods, and its line in `kind_of`.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -63,7 +64,7 @@ class Grading:
     model: str
 
 
-class TaskKind:
+class TaskKind(ABC):
     """What the stages ask of a task's kind. A kind grades in the session or after it: each overrides its own half,
     and the other half's defaults say "not this kind"."""
 
@@ -72,9 +73,9 @@ class TaskKind:
     def shape(self) -> SessionShape:
         return SessionShape()
 
+    @abstractmethod
     def scripted(self, instance: Instance, workdir: str) -> Task:
         """What the scripted engines (gold, noop) know of the task."""
-        raise NotImplementedError
 
     def grade_in_session(self, grading: Grading, prepared: Prepared) -> InSession | None:
         """The grade taken before the agent's container goes (None: this kind grades after)."""

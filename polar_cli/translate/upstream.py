@@ -8,8 +8,6 @@ answer without token ids fails the call: Polar never records nothing silently.
 
 from __future__ import annotations
 
-import sys
-from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -17,6 +15,7 @@ from typing import Any, Literal
 import orjson
 
 from polar_cli.errors import ContextLengthError, TokenCaptureError, UpstreamError
+from polar_cli.token_ids import id_bytes
 from polar_cli.translate.dialects import SGLANG, Dialect
 from polar_cli.translate.ir import ChatRequest, FinishReason, Image, Message, Text, ToolCall, ToolKind, Usage
 from polar_cli.translate.json_checks import load_object
@@ -142,31 +141,24 @@ def chat_body(request: ChatRequest, options: UpstreamOptions, rid: str) -> dict[
 # -- the answer ---------------------------------------------------------------------------------------------------
 
 
-# ids are vocabulary indices: stored as 4-byte ints (capture, token-in), trained on as such, so below 2**31
-# where the most significant byte of each 4-byte int lies in native order
-_HIGH_BYTE = 3 if sys.byteorder == "little" else 0
-
-
 def _ints(value: Any) -> list[int] | None:
     """``value`` when it is a list of token ids (every element an int, bool excluded, in ``[0, 2**31)``), else None.
 
     Every element is checked, in C-speed passes: a float, null or string id would otherwise be recorded as trainable.
     The JSON text of a list holds nothing but digits and commas between its brackets exactly when every element
     encodes as a non-negative integer (a bool, float, null, string, minus sign or nested value puts another character
-    there; an int subclass or an int past 64 bits does not encode); as unsigned 4-byte ints they then convert only if
-    they are ints below 2**32 (an Enum, which encodes as its value, does not; an IntEnum, an int, does), and every
-    high byte below 0x80 says below 2**31. A third of the time of a type pass, ``min`` and ``max`` (2,000 ids: ~25 us
-    against ~80 us, on every call)."""
+    there; an int subclass or an int past 64 bits does not encode); `token_ids.id_bytes` then says they are ints
+    below 2**31 (an Enum, which encodes as its value, is not; an IntEnum, an int, is). A third of the time of a type
+    pass, ``min`` and ``max`` (2,000 ids: ~25 us against ~80 us, on every call)."""
     if not isinstance(value, list):
         return None
     try:
         text = orjson.dumps(value, option=orjson.OPT_PASSTHROUGH_SUBCLASS)
-        if text[1:-1].translate(None, b"0123456789,"):
-            return None
-        high_bytes = array("I", value).tobytes()[_HIGH_BYTE::4]
-    except (orjson.JSONEncodeError, TypeError, OverflowError):
+    except orjson.JSONEncodeError:
         return None
-    return value if high_bytes.isascii() else None
+    if text[1:-1].translate(None, b"0123456789,"):
+        return None
+    return value if id_bytes(value) is not None else None
 
 
 def _first_ints(*candidates: Any) -> list[int] | None:
