@@ -1,6 +1,7 @@
 """Recipes and their sections: what `polar generate` runs, as validated pydantic models loaded from YAML and
-overridden with ``a.b=value`` (`config.recipe`); the engine section (`config.engine`) and the cluster section
-(`config.cluster`) that serve.yaml shares. Every section refuses unknown keys (`config.base.Strict`).
+overridden with ``a.b=value`` (`config.recipe`); the engine section (`config.engine`), the cluster section
+(`config.cluster`) and `SessionsConfig`, the sections a recipe and serve.yaml share. Every section refuses unknown
+keys (`config.base.Strict`).
 
 This package is the one home of the recipe's schema: the stages below it read their settings from these models, and
 nothing here imports a stage that runs them.
@@ -18,6 +19,7 @@ from polar_cli.config.recipe import (
     OutputConfig,
     Recipe,
     RuntimeConfig,
+    SessionsConfig,
     TimeoutsConfig,
     apply_override,
     load_recipe,
@@ -39,6 +41,7 @@ __all__ = [
     "Recipe",
     "RuntimeConfig",
     "SGLangConfig",
+    "SessionsConfig",
     "Strict",
     "TimeoutsConfig",
     "apply_override",

@@ -170,20 +170,16 @@ class MetricsConfig(Strict):
     """Address of the metrics port: loopback unless told otherwise."""
 
 
-class Recipe(Strict):
-    name: str | None = None
-    """A name for the run (default: the recipe file's stem)."""
-    manifest: ManifestConfig
-    """Which instances."""
+class SessionsConfig(Strict):
+    """The sections a batch run (`Recipe`) and the rollout service (`serve.config.ServeConfig`) share: the harnesses,
+    the engine, the containers, the stage pools, the time limits, grading, trajectory building and the cluster."""
+
     custom_harnesses: dict[str, CustomHarnessConfig] = Field(default_factory=dict)
     """Harnesses defined here, without code (`harness.custom`): NAME -> argv, env, files, api, bundle, ...; run the
     ones named in ``harnesses``."""
     harnesses: list[str] = Field(min_length=1)
-    """Harnesses to run every instance with: claude-code, codex, qwen-code, gemini-cli, pi, or a custom one."""
-    attempts: int = Field(default=1, ge=1)
-    """Sessions per (instance, harness)."""
-    instruction: str = "{problem_statement}"
-    """What the harness is asked: a format string over {problem_statement}, {repo}, {instance_id}, {workdir}."""
+    """Harnesses to run: claude-code, codex, qwen-code, gemini-cli, pi, or a custom one (a recipe runs every instance
+    with each; the service lets a task name any of them, their bundles made ready when it starts)."""
     engine: EngineConfig
     """Where the model answers come from."""
     runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
@@ -191,17 +187,34 @@ class Recipe(Strict):
     concurrency: ConcurrencyConfig = Field(default_factory=ConcurrencyConfig)
     """Stage pools and the READY buffer."""
     timeouts: TimeoutsConfig = Field(default_factory=TimeoutsConfig)
-    """Session, agent and evaluation time limits."""
+    """Session, agent and evaluation time limits (the service's ``session``: a task's default ``timeout_seconds``)."""
     eval: EvalConfig = Field(default_factory=EvalConfig)
     """How sessions are graded (their time limit is ``timeouts.eval``)."""
-    harbor: HarborConfig = Field(default_factory=HarborConfig)
-    """Harbor tasks: the reward a session must reach to be accepted, the FROM mapping table of their images."""
     builder: BuilderConfig = Field(default_factory=BuilderConfig)
     """How capture records become trajectories."""
-    output: OutputConfig = Field(default_factory=OutputConfig)
-    """Where and how the corpus is written."""
     cluster: ClusterConfig = Field(default_factory=ClusterConfig)
     """A Ray cluster to run the sessions on, one gateway node per machine (unset: this process, as before)."""
+
+    @field_validator("custom_harnesses")
+    @classmethod
+    def _custom_names(cls, custom: dict[str, CustomHarnessConfig]) -> dict[str, CustomHarnessConfig]:
+        check_custom_names(custom)
+        return custom
+
+
+class Recipe(SessionsConfig):
+    name: str | None = None
+    """A name for the run (default: the recipe file's stem)."""
+    manifest: ManifestConfig
+    """Which instances."""
+    attempts: int = Field(default=1, ge=1)
+    """Sessions per (instance, harness)."""
+    instruction: str = "{problem_statement}"
+    """What the harness is asked: a format string over {problem_statement}, {repo}, {instance_id}, {workdir}."""
+    harbor: HarborConfig = Field(default_factory=HarborConfig)
+    """Harbor tasks: the reward a session must reach to be accepted, the FROM mapping table of their images."""
+    output: OutputConfig = Field(default_factory=OutputConfig)
+    """Where and how the corpus is written."""
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
     """Prometheus metrics of the run and its gateway, on a port of their own."""
     judge: JudgeConfig | None = None
@@ -217,12 +230,6 @@ class Recipe(Strict):
                 f"{text!r}: {exc!r}; it may use {{problem_statement}}, {{repo}}, {{instance_id}}, {{workdir}}"
             ) from exc
         return text
-
-    @field_validator("custom_harnesses")
-    @classmethod
-    def _custom_names(cls, custom: dict[str, CustomHarnessConfig]) -> dict[str, CustomHarnessConfig]:
-        check_custom_names(custom)
-        return custom
 
     @field_validator("harnesses")
     @classmethod

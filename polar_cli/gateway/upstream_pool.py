@@ -22,7 +22,7 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import orjson
 
@@ -55,16 +55,10 @@ class Worker:
     # taken out of rotation (a weight load failed on it: `retire`): no session is placed on it again
     retired: str | None = None
 
-
-@dataclass(frozen=True, slots=True)
-class WorkerStats:
-    url: str
-    in_flight: int
-    sessions: int
-    calls: int
-    failures: int
-    # whether its last call succeeded (or it has had none)
-    healthy: bool
+    @property
+    def healthy(self) -> bool:
+        """Whether its last call succeeded (or it has had none)."""
+        return self.failed_at is None
 
 
 class UpstreamPool:
@@ -132,12 +126,10 @@ class UpstreamPool:
         worker = self._bound.get(session)
         return worker.url if worker is not None else None
 
-    def stats(self) -> dict[str, WorkerStats]:
-        """Per worker URL: calls in flight, sessions bound, calls made, failed calls, whether the last one succeeded."""
-        return {
-            w.url: WorkerStats(w.url, w.in_flight, w.sessions, w.calls, w.failures, w.failed_at is None)
-            for w in self.workers
-        }
+    def stats(self) -> dict[str, Worker]:
+        """Per worker URL, a copy of its counters as they stand: calls in flight, sessions bound, calls made, failed
+        calls, whether the last one succeeded (``healthy``)."""
+        return {w.url: replace(w) for w in self.workers}
 
     def retire(self, url: str, reason: str) -> None:
         """Take the worker at ``url`` out of rotation: its sessions move to the others at their next call."""

@@ -16,22 +16,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, model_validator
 
-from polar_cli.config import (
-    BuilderConfig,
-    ConcurrencyConfig,
-    EngineConfig,
-    EvalConfig,
-    RuntimeConfig,
-    Strict,
-    TimeoutsConfig,
-    resolve_paths,
-)
-from polar_cli.config.cluster import ClusterConfig
+from polar_cli.config import SessionsConfig, Strict, resolve_paths
 from polar_cli.errors import ConfigError
 from polar_cli.harness.base import HarnessAdapter
-from polar_cli.harness.custom import CustomHarnessConfig, check_custom_names
 from polar_cli.overrides import apply_override, errors_text, plain
 
 TOKEN_ENV = "POLAR_SERVE_TOKEN"
@@ -74,28 +63,10 @@ class ServiceConfig(Strict):
     every trace; None: what the engine reports, else unknown."""
 
 
-class ServeConfig(Strict):
+class ServeConfig(SessionsConfig):
     name: str = "serve"
     """Names the evaluation logs' run directory (logs/run_evaluation/<name>/...)."""
-    harnesses: list[str] = Field(min_length=1)
-    """The harnesses tasks may name (their bundles are made ready at start), built-in or from custom_harnesses."""
-    custom_harnesses: dict[str, CustomHarnessConfig] = Field(default_factory=dict)
-    engine: EngineConfig
-    runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
-    concurrency: ConcurrencyConfig = Field(default_factory=ConcurrencyConfig)
-    timeouts: TimeoutsConfig = Field(default_factory=TimeoutsConfig)
-    """``session``: a task's default ``timeout_seconds``; ``agent`` and ``eval`` as in a recipe."""
-    eval: EvalConfig = Field(default_factory=EvalConfig)
-    builder: BuilderConfig = Field(default_factory=BuilderConfig)
     service: ServiceConfig = Field(default_factory=ServiceConfig)
-    cluster: ClusterConfig = Field(default_factory=ClusterConfig)
-    """A Ray cluster whose gateway nodes run the sessions (unset: this process's own node)."""
-
-    @field_validator("custom_harnesses")
-    @classmethod
-    def _custom_names(cls, custom: dict[str, CustomHarnessConfig]) -> dict[str, CustomHarnessConfig]:
-        check_custom_names(custom)
-        return custom
 
     @model_validator(mode="after")
     def _known(self) -> ServeConfig:
