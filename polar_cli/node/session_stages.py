@@ -4,7 +4,8 @@ with its egress log.
 
 A session whose preparation fails never leaks: its gateway session and its egress proxy are closed before the error
 goes on. The sandbox (the gateway's Unix socket directory and the relay's bundle) is made on first need, once per
-node, under a lock: sessions that start together share it.
+node, under a lock: sessions that start together share it. So are, for runs that learn their tasks as they come (the
+rollout service, a cluster's nodes), each harness's bundle and each task's image (`bundle`, `image`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Protocol
 
 from polar_cli.capture import CaptureRecord
 from polar_cli.egress.sessions import EgressRows, SessionEgress
-from polar_cli.harness.base import Wiring
+from polar_cli.harness.base import HarnessAdapter, Wiring
 from polar_cli.harness.session import Collected, HarnessRun, Prepared, SessionSpec
 from polar_cli.node.gateway import NodeGateway
 from polar_cli.node.session_steps import SessionSteps, in_thread
@@ -41,6 +42,9 @@ class SessionStages:
         self.egress, self.build_images = egress, build_images
         self._sandbox: tuple[str, str] | None = None
         self._sandbox_lock = asyncio.Lock()
+        self._bundles: dict[str, str | None] = {}
+        self._images: set[str] = set()
+        self._ready_lock = asyncio.Lock()
 
     async def sandbox(self) -> tuple[str, str]:
         """The gateway's socket directory (it listens there from now on) and the relay's bundle (built if missing)."""
@@ -52,6 +56,34 @@ class SessionStages:
                 )
                 self._sandbox = (str(socket_dir), relay)
             return self._sandbox
+
+    async def bundle(self, adapter: HarnessAdapter) -> str | None:
+        """The harness's bundle to mount (None: it installs in the container), made ready on its first session."""
+        from polar_cli.harness.session import mount_bundle
+
+        async with self._ready_lock:
+            if adapter.name not in self._bundles:
+                self._bundles[adapter.name] = await in_thread(
+                    self.executor, lambda: mount_bundle(self.runtime, adapter, build=self.build_images, log=log.info)
+                )
+            return self._bundles[adapter.name]
+
+    async def image(self, image: str, make_ready: Callable[[], object] | None) -> None:
+        """``image`` present before its first session: ``make_ready`` (the task kind's `ready_images`, which builds
+        what it can) run first when given, then ``image`` pulled if it is still missing; once per image."""
+        from polar_cli.swe.images import ensure_image
+
+        async with self._ready_lock:
+            if image in self._images:
+                return
+
+            def ready() -> None:
+                if make_ready is not None:
+                    make_ready()
+                ensure_image(self.runtime, image)
+
+            await in_thread(self.executor, ready)
+            self._images.add(image)
 
     async def prepare(
         self, session_id: str, key: str, spec: Callable[[], Awaitable[SessionSpec]], wiring: Wiring

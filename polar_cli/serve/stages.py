@@ -11,7 +11,6 @@ whose task was cancelled (or cut by early stop) is not graded.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import secrets
 from collections.abc import Callable, Sequence
@@ -27,7 +26,7 @@ from polar_cli.gateway.budget import BUDGET_KIND
 from polar_cli.generate.rows import INFRA, SessionFacts, status_of, verdict
 from polar_cli.generate.session_logs import keep_session_logs, log_excerpt, run_logs
 from polar_cli.harness.base import Wiring
-from polar_cli.harness.session import HarnessRun, Prepared, SessionSpec, mount_bundle
+from polar_cli.harness.session import HarnessRun, Prepared, SessionSpec
 from polar_cli.node.gateway import NodeGateway
 from polar_cli.node.pools import Job, RunEnd, Timings
 from polar_cli.node.session_stages import SessionStages
@@ -37,6 +36,7 @@ from polar_cli.serve.evaluators import Graded, evaluate
 from polar_cli.serve.results import SessionOutput
 from polar_cli.serve.tasks import TaskPlan
 from polar_cli.swe.manifest import Instance
+from polar_cli.tasks.kinds import Images
 from polar_cli.trajectory import Build, build_traces
 
 log = logging.getLogger("polar.serve")
@@ -113,53 +113,28 @@ class ServeStages(SessionStages):
         self.eot_token_id = eot_token_id
         self.cancelled = cancelled
         self.eval_logs = run_logs(state_dir, name)
-        self._bundles: dict[str, str | None] = {}
-        self._images: set[str] = set()
-        self._lock = asyncio.Lock()
 
-    # ---- what INIT needs once per harness / image -----------------------------------------------------------------
+    # ---- what INIT needs once per image ---------------------------------------------------------------------------
 
-    async def bundle(self, plan: TaskPlan) -> str | None:
-        name = plan.harness.name
-        async with self._lock:
-            if name not in self._bundles:
-                adapter = plan.harness
-                self._bundles[name] = await in_thread(
-                    self.executor, lambda: mount_bundle(self.runtime, adapter, build=self.build_images, log=log.info)
-                )
-            return self._bundles[name]
-
-    async def image(self, plan: TaskPlan) -> None:
-        """The task's image present: built when its manifest can build it (as generate does), else pulled."""
+    async def ready_image(self, plan: TaskPlan) -> None:
+        """The task's image present: its kind's (built when it can be, as generate builds it) unless the task names an
+        image of its own, which is pulled."""
         from polar_cli.serve.models import InstanceRef
-        from polar_cli.swe.images import build_instance_images, ensure_image
 
-        if plan.image in self._images:
-            return
-        ref = plan.request.instance
-        buildable = self.build_images and plan.instance is not None and plan.instance.build is not None
-
-        def ready() -> None:
-            if plan.harbor is not None and self.build_images:  # a Harbor task's image, built as generate builds it
-                from polar_cli.harbor.config import DEFAULT_BASE_IMAGES
-                from polar_cli.harbor.images import ensure_task_images
-
-                ensure_task_images([plan.harbor], DEFAULT_BASE_IMAGES, self.runtime, log=log.info)
-            if buildable and isinstance(ref, InstanceRef) and not self.runtime.image_exists(plan.image):
-                build_instance_images(ref.manifest, self.runtime, log=log.info)
-            ensure_image(self.runtime, plan.image)
-
-        async with self._lock:
-            await in_thread(self.executor, ready)
-        self._images.add(plan.image)
+        instance, ref = plan.instance, plan.request.instance
+        if plan.request.runtime.image is not None or instance is None:
+            return await self.image(plan.image, None)
+        manifest = ref.manifest if isinstance(ref, InstanceRef) else None
+        images = Images(self.runtime, self.build_images, log.info, manifest)
+        await self.image(plan.image, lambda: type(plan.kind).ready_images([(instance, plan.kind)], images))
 
     # ---- the stages ---------------------------------------------------------------------------------------------
 
     async def init(self, job: Job[SessionJob], deadline: float) -> ServeSession:
         sj = job.payload
         plan = sj.plan
-        bundle = await self.bundle(plan)
-        await self.image(plan)
+        bundle = await self.bundle(plan.harness)
+        await self.ready_image(plan)
         session_id = sj.new_session_id()
         # what the scripted engines know: the reference patch, a Harbor task's oracle (`tasks.kinds`)
         gold = plan.kind.scripted(plan.instance, plan.workdir) if plan.instance else None

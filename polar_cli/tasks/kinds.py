@@ -4,7 +4,8 @@ A kind says what it sets of its session (`SessionShape`: its instruction, its wo
 reach), what the scripted engines know of it (gold's reference patch, a Harbor task's oracle), and how a session of
 it is graded: in the agent's own container before it is removed (a Harbor verifier: `grade_in_session`), or after,
 in a fresh container from the task's image (SWE-bench's tests: `grade_after`, in the container `grader` started
-while the agent's was still collected). `generate.stages` and `serve.stages` never ask which kind they hold.
+while the agent's was still collected), and how the images its sessions start from are made ready (`ready_images`).
+`generate.stages`, `serve.stages` and the cluster's nodes never ask which kind they hold.
 
 Adding a kind: a `TaskKind` here with its methods, and its line in `kind_of`.
 """
@@ -12,8 +13,9 @@ Adding a kind: a `TaskKind` here with its methods, and its line in `kind_of`.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Self
 
 from polar_cli.harbor.tasks import HarborTask
 from polar_cli.inference.gold import Task
@@ -24,7 +26,7 @@ if TYPE_CHECKING:
     from polar_cli.config import Recipe
     from polar_cli.harbor.verify import Verdict as HarborVerdict
     from polar_cli.harness.session import Prepared
-    from polar_cli.runtime.base import Container, Runtime
+    from polar_cli.runtime.base import Container, Log, Runtime
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +66,26 @@ class Grading:
     model: str
 
 
+@dataclass(frozen=True, slots=True)
+class Images:
+    """Where the images of a run's tasks come from: the runtime, whether a missing one is built (else pulled), the
+    manifest whose build specs make SWE instances' images and its name template, the FROM table that Harbor tasks'
+    Dockerfiles are mapped by."""
+
+    runtime: Runtime
+    build: bool
+    log: Log
+    manifest: str | None = None
+    template: str | None = None
+    harbor_bases: Mapping[str, str] | None = None
+
+    @classmethod
+    def of_recipe(cls, recipe: Recipe, runtime: Runtime, log: Log) -> Images:
+        m = recipe.manifest
+        bases = recipe.harbor.base_images
+        return cls(runtime, recipe.runtime.build_images, log, m.source, m.image_template, bases)
+
+
 class TaskKind(ABC):
     """What the stages ask of a task's kind. A kind grades in the session or after it: each overrides its own half,
     and the other half's defaults say "not this kind"."""
@@ -92,6 +114,12 @@ class TaskKind(ABC):
         removes, used or not); None: this kind graded in the session."""
         return None
 
+    @classmethod
+    @abstractmethod
+    def ready_images(cls, tasks: Sequence[tuple[Instance, Self]], images: Images) -> dict[str, str]:
+        """instance_id -> the image its sessions start from, each present in ``images.runtime``: built when
+        ``images.build`` and the kind knows how, else pulled (a clear `RuntimeFailure` naming one that cannot be)."""
+
 
 @dataclass(frozen=True, slots=True)
 class SweTask(TaskKind):
@@ -110,6 +138,20 @@ class SweTask(TaskKind):
     ) -> Evaluation | None:
         job = EvalJob(instance, patch, self._options(image, grading.recipe), grading.model)
         return run_job(grading.runtime, job, ready)
+
+    @classmethod
+    def ready_images(cls, tasks: Sequence[tuple[Instance, Self]], images: Images) -> dict[str, str]:
+        """The instances' images by the manifest's rows or its template; those the manifest builds built (just the
+        ones these instances need, each tagged by its build context's digest), the rest pulled."""
+        from polar_cli.swe.images import build_instance_images, ensure_image, instance_image
+
+        names = {i.instance_id: instance_image(i, images.template) for i, _ in tasks}
+        buildable = [i.instance_id for i, _ in tasks if i.build is not None]
+        if images.build and buildable and images.manifest is not None:
+            build_instance_images(images.manifest, images.runtime, log=images.log, only=buildable)
+        for name in sorted(set(names.values())):
+            ensure_image(images.runtime, name)
+        return names
 
     def _options(self, image: str, recipe: Recipe) -> EvalOptions:
         e = recipe.eval
@@ -160,6 +202,18 @@ class HarborKind(TaskKind):
             why = f"running the verifier failed: {exc or type(exc).__name__}"
             result = error_verdict(self.task, grading.model, why)
         return InSession(result, patch)
+
+    @classmethod
+    def ready_images(cls, tasks: Sequence[tuple[Instance, Self]], images: Images) -> dict[str, str]:
+        """Each task's image from its Dockerfile (FROM mapped by ``images.harbor_bases``), built when missing."""
+        from polar_cli.harbor.config import DEFAULT_BASE_IMAGES
+        from polar_cli.harbor.images import ensure_task_images
+
+        bases = images.harbor_bases if images.harbor_bases is not None else DEFAULT_BASE_IMAGES
+        built = ensure_task_images(
+            [k.task for _, k in tasks], bases, images.runtime, build=images.build, log=images.log
+        )
+        return {i.instance_id: built[k.task.name] for i, k in tasks}
 
 
 SWE = SweTask()

@@ -13,6 +13,7 @@ from polar_cli.errors import ConfigError
 from polar_cli.harbor.tasks import HarborTask, is_task_source, load_tasks
 from polar_cli.runtime.base import Runtime
 from polar_cli.swe.manifest import Instance, load_manifest, parse_shard, select
+from polar_cli.tasks.kinds import Images, TaskKind, kind_of
 
 log = logging.getLogger("polar.generate")
 
@@ -49,20 +50,17 @@ def select_tasks(recipe: Recipe) -> tuple[list[Instance], dict[str, HarborTask]]
 def prepare_images(
     recipe: Recipe, instances: list[Instance], runtime: Runtime, harbor: dict[str, HarborTask] | None = None
 ) -> tuple[dict[str, str | None], dict[str, str]]:
-    """(harness -> bundle to mount or None, instance_id -> image), building or pulling what is missing."""
+    """(harness -> bundle to mount or None, instance_id -> image), building or pulling what is missing: each kind
+    of task makes its own images ready (`TaskKind.ready_images`), all of its tasks at once."""
     from polar_cli.harness.session import mount_bundle
-    from polar_cli.swe.images import build_instance_images, ensure_image, instance_image
 
     build = recipe.runtime.build_images
     bundles = {a.name: mount_bundle(runtime, a, build=build, log=log.info) for a in recipe.adapters()}
-    if harbor:
-        from polar_cli.harbor.images import ensure_task_images
-
-        tasks = list(harbor.values())
-        return bundles, ensure_task_images(tasks, recipe.harbor.base_images, runtime, build=build, log=log.info)
-    images = {i.instance_id: instance_image(i, recipe.manifest.image_template) for i in instances}
-    if build and any(i.build is not None for i in instances):
-        build_instance_images(recipe.manifest.source, runtime, log=log.info)
-    for image in sorted(set(images.values())):
-        ensure_image(runtime, image)
+    by_kind: dict[type[TaskKind], list[tuple[Instance, TaskKind]]] = {}
+    for instance in instances:
+        kind = kind_of((harbor or {}).get(instance.instance_id))
+        by_kind.setdefault(type(kind), []).append((instance, kind))
+    images: dict[str, str] = {}
+    for kind_type, tasks in by_kind.items():
+        images |= kind_type.ready_images(tasks, Images.of_recipe(recipe, runtime, log.info))
     return bundles, images
