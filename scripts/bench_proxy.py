@@ -6,8 +6,9 @@ same requests to the same stub without parsing them), and this load generator. T
 Messages body with 12 tools and a 20-turn tool-use history, streamed back as SSE like Claude Code asks.
 
 Prints: requests/s at 16 concurrent connections through the proxy and through the forwarder, and their ratio (the
-proxy's share of the floor, both measured in this run); p50/p99 latency at concurrency 1 through the proxy, the
-forwarder and direct to the stub (added = proxy - direct); and the proxy's RSS after 256 sessions. With --litellm it
+proxy's share of the floor, both measured in this run), with each one's own CPU time per request in that phase;
+p50/p99 latency at concurrency 1 through the proxy, the forwarder and direct to the stub (added = proxy - direct);
+and the proxy's RSS after 256 sessions. With --litellm it
 runs the same load through a LiteLLM proxy (1 worker) when LiteLLM is installed, for a ratio measured on the same
 machine in the same run. ``--profile FILE`` runs the proxy under cProfile and leaves its stats in FILE.
 
@@ -224,6 +225,12 @@ def rss_mb(pid: int) -> float:
     return float("nan")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time the process ``pid`` has used so far (its threads included)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def wait_port(port: int, timeout: float = 30.0) -> None:
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -291,8 +298,13 @@ def main() -> None:
         )
         for port in (proxy_port, floor_port):  # warm-up
             asyncio.run(throughput(port, "/v1/messages", body, 16, 1.0))
+        floor_cpu = cpu_seconds(procs[1].pid)
         floor_rps = asyncio.run(throughput(floor_port, "/v1/messages", body, 16, args.seconds))
+        floor_cpu_us = (cpu_seconds(procs[1].pid) - floor_cpu) / max(1.0, floor_rps * args.seconds) * 1e6
+        cpu_before = cpu_seconds(proxy.pid)
         rps = asyncio.run(throughput(proxy_port, "/v1/messages", body, 16, args.seconds))
+        # the proxy's own CPU per request: steadier than req/s on a machine whose other load comes and goes
+        cpu_us = (cpu_seconds(proxy.pid) - cpu_before) / max(1.0, rps * args.seconds) * 1e6
         lat_proxy = asyncio.run(latencies(proxy_port, "/v1/messages", body, args.latency_requests))
         lat_floor = asyncio.run(latencies(floor_port, "/v1/messages", body, args.latency_requests))
         lat_direct = asyncio.run(latencies(stub_port, "/v1/chat/completions", direct_body, args.latency_requests))
@@ -305,6 +317,8 @@ def main() -> None:
             "polar_rps_16conn": round(rps, 1),
             "forwarder_rps_16conn": round(floor_rps, 1),
             "polar_share_of_forwarder": round(rps / floor_rps, 3),
+            "polar_cpu_us_per_request_16conn": round(cpu_us),
+            "forwarder_cpu_us_per_request_16conn": round(floor_cpu_us),
             "polar_p50_ms": round(pct(lat_proxy, 50), 3),
             "polar_p99_ms": round(pct(lat_proxy, 99), 3),
             "direct_p50_ms": round(pct(lat_direct, 50), 3),
