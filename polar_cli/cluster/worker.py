@@ -125,12 +125,12 @@ class NodeWorker:
             return SimulatedStages(self.spec.config, self.parts.gateway, lambda sj: self.cancelled.get(sj.key))
         from polar_cli.inference.engines import open_engine
         from polar_cli.node.gateway import NodeGateway
-        from polar_cli.node.session_steps import SessionSteps, in_thread
+        from polar_cli.node.session_steps import SessionSteps, in_thread, runtime_threads
         from polar_cli.runtime.docker import DockerRuntime
 
         config = self.spec.config
         c = self.spec.limits
-        docker_pool = ThreadPoolExecutor(c.init + c.run + c.postrun + 2, thread_name_prefix="polar-node")
+        docker_pool = ThreadPoolExecutor(runtime_threads(c.init, c.run, c.postrun), thread_name_prefix="polar-node")
         engine_pool = ThreadPoolExecutor(2, thread_name_prefix="polar-engine")
         self.parts.pools = [docker_pool, engine_pool]
         runtime = self.parts.runtime = await in_thread(docker_pool, DockerRuntime)

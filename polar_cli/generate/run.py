@@ -38,7 +38,7 @@ from polar_cli.metrics.generate import Hooks, attach_hooks
 from polar_cli.node.gateway import NodeGateway
 from polar_cli.node.health import DependencyLost, Outages, Watch
 from polar_cli.node.pools import Job, PoolLimits, StagePools, Timings
-from polar_cli.node.session_steps import SessionSteps
+from polar_cli.node.session_steps import SessionSteps, runtime_threads
 from polar_cli.runtime.base import Runtime
 from polar_cli.swe.manifest import Instance
 from polar_cli.tasks.select import prepare_images, select_tasks
@@ -267,8 +267,7 @@ def _generate(
             log.info("recovered %d row(s) written just before the previous run was killed", state.recovered)
         runtime: Runtime | None = None
         c = recipe.concurrency
-        # a POSTRUN holds two threads at once: collecting the agent's container, starting the grading one
-        docker_pool = ThreadPoolExecutor(c.init + c.run + 2 * c.postrun + 2, thread_name_prefix="polar-node")
+        docker_pool = ThreadPoolExecutor(runtime_threads(c.init, c.run, c.postrun), thread_name_prefix="polar-node")
         engine_pool = ThreadPoolExecutor(2, thread_name_prefix="polar-engine")
         try:
             instances, harbor = select_tasks(recipe)

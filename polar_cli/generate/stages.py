@@ -4,9 +4,11 @@ INIT opens the session at the gateway (its key is the harness's API key; a scrip
 answers for) and prepares the container (``runtime.network: gateway-only``: the first INIT also opens the gateway's
 Unix socket and finds the relay, `SessionSpec.gateway_only`). RUN runs the harness. POSTRUN takes the patch and the
 harness's logs, removes the container, closes the session, reads its capture records back, builds its trajectories,
-grades the patch in a fresh container (started while the agent's is collected: `TaskKind.grader`) and writes the
-evaluation's whole logs into the run directory (`session_logs`). The row itself is written by the caller
-(`run.Generation`), once the timings are final.
+grades the patch in a fresh container and writes the evaluation's whole logs into the run directory (`session_logs`).
+That fresh container is started at the end of INIT, in the background (`TaskKind.grader`, `PooledSession.grader`), so
+it is up long before POSTRUN wants it; POSTRUN takes it, or drops it when there is nothing to grade, and a session
+discarded before POSTRUN drops it too. The row itself is written by the caller (`run.Generation`), once the timings
+are final.
 
 Each plan holds its task's kind (`tasks.kinds`), which says what the task sets of its session, what the scripted
 engines know of it, and how it is graded: a SWE instance after the container is removed, in a fresh one; a Harbor
@@ -34,7 +36,7 @@ from polar_cli.inference.gold import Task
 from polar_cli.judge.client import RECORD_NAME, Judge, JudgeError
 from polar_cli.node.gateway import NodeGateway
 from polar_cli.node.pools import Job, RunEnd, Timings
-from polar_cli.node.session_stages import SessionStages
+from polar_cli.node.session_stages import OpenSession, SessionStages
 from polar_cli.node.session_steps import Ahead, SessionSteps, in_thread
 from polar_cli.runtime.base import GATEWAY_ONLY, Container
 from polar_cli.swe.evaluate import Evaluation
@@ -78,11 +80,13 @@ class SessionPlan:
 
 @dataclass(slots=True)
 class PooledSession:
-    """A session between INIT and POSTRUN: its gateway key and its prepared container."""
+    """A session between INIT and POSTRUN: its gateway key, its prepared container, and the grading container its
+    kind wants after the session, starting or started (`GenerateStages.init`; None: none was started)."""
 
     session_id: str
     key: str
     prepared: Prepared
+    grader: Ahead[Container] | None = None
 
 
 class GenerateStages(SessionStages):
@@ -118,7 +122,11 @@ class GenerateStages(SessionStages):
             return await self.egress.open(self._spec(plan, session_id, sandbox), plan.kind.shape().allowed_hosts)
 
         prepared = await self.prepare(session_id, key, spec, Wiring(self.gateway.url, key))
-        return PooledSession(session_id, key, prepared)
+        # starting a container takes a quarter of a second: begun now, it is up before the harness's run ends. Nothing
+        # is awaited between here and the return, so no cancellation comes between starting it and handing it to the
+        # session, which drops it if it is not used (`postrun`, `discard`)
+        grader = Ahead(self.executor, lambda: plan.kind.grader(self.grading, plan.image), _drop)
+        return PooledSession(session_id, key, prepared, grader)
 
     def _task(self, plan: SessionPlan) -> Task:
         """What the scripted engines know: the reference patch, or a Harbor task's oracle."""
@@ -169,7 +177,7 @@ class GenerateStages(SessionStages):
         session_id = session.session_id if session is not None else ""
         egress: EgressRows | None = None
         verdict: InSession | None = None
-        grader: Ahead[Container] | None = None
+        grader = session.grader if session is not None else None  # started at INIT (`init`)
         eval_seconds = 0.0
         try:
             if session is not None:
@@ -178,9 +186,6 @@ class GenerateStages(SessionStages):
                     start = time.monotonic()
                     verdict = await self._grade_in_session(plan.kind, session)
                     eval_seconds = time.monotonic() - start
-                if harness_run is not None and verdict is None:
-                    # a kind that grades after starts its fresh container while the agent's is collected
-                    grader = Ahead(self.executor, lambda: plan.kind.grader(self.grading, plan.image), _drop)
                 collected, records, egress = await self.conclude(session, artifacts, harness_run)
                 if verdict is not None and verdict.patch is not None and not collected.error:
                     collected = Collected(verdict.patch, collected.artifacts)
@@ -196,7 +201,7 @@ class GenerateStages(SessionStages):
                     eval_seconds = time.monotonic() - start
         finally:
             if grader is not None:
-                grader.release()  # not taken: no patch to grade, or a step before raised
+                grader.release()  # not taken: no run, no patch to grade, graded in the session, or a step raised
         if evaluation is not None:
             graded = evaluation
             log_path = await in_thread(self.executor, lambda: self._write_logs(graded, session_id))
@@ -222,6 +227,14 @@ class GenerateStages(SessionStages):
             reward=verdict.result.reward if verdict is not None else None,
         )
         return await self._judged(facts)
+
+    async def discard(self, job: object, session: OpenSession) -> None:
+        """The session dropped before POSTRUN (a cancelled run), with the grading container started at its INIT."""
+        try:
+            await super().discard(job, session)
+        finally:
+            if isinstance(session, PooledSession) and session.grader is not None:
+                session.grader.release()
 
     async def _grade_in_session(self, kind: TaskKind, session: PooledSession) -> InSession | None:
         """The grade a kind takes before the container goes (a Harbor task: the agent's changes, then its tests)."""

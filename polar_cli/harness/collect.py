@@ -1,9 +1,10 @@
 """After a run: the patch (git diff of the workdir against the base commit, new files included) and the artifacts.
 
 Both are computed inside the container by fixed shell scripts that take every variable part as a positional argument,
-and written to files that are then copied out, so stderr chatter never mixes into a patch. POSTRUN takes both in one
-exec and one copy out (`COLLECT_SCRIPT`: the artifacts' tar and the patch, in one tar); `collect_patch` takes the
-patch alone.
+and written to files, so stderr chatter never mixes into a patch. POSTRUN takes both in one exec (`COLLECT_SCRIPT`:
+the artifacts' tar and the patch, in one tar), which prints that tar when it is small (`INLINE_MAX`), so that most
+sessions need no copy out (a round trip to the engine, about 50 ms); a larger one is copied out. `collect_patch` takes
+the patch alone.
 """
 
 from __future__ import annotations
@@ -47,13 +48,16 @@ rm -f "$GIT_INDEX_FILE"
 exit $status
 """
 
-# $1 output tar, $2 how many artifact paths follow, those absolute paths, then PATCH_SCRIPT's workdir, base commit
-# and exclude pathspecs. The output tar holds `ARTIFACTS_MEMBER` (the artifact paths that exist, archived relative to
-# /; left out when there are none or archiving them failed, whose output is dropped) and `PATCH_MEMBER` (the patch, as
-# PATCH_SCRIPT takes it, in a subshell: its exit status is the script's, its output the only output).
+# $1 output tar, $2 the most bytes of it to print, $3 how many artifact paths follow, those absolute paths, then
+# PATCH_SCRIPT's workdir, base commit and exclude pathspecs. The output tar holds `ARTIFACTS_MEMBER` (the artifact paths
+# that exist, archived relative to /; left out when there are none or archiving them failed, whose output is dropped)
+# and `PATCH_MEMBER` (the patch, as PATCH_SCRIPT takes it, in a subshell: its exit status is the script's). What the
+# steps say goes to a log beside the tar; at the end the script prints the tar when the patch was taken and the tar
+# has at most $2 bytes (nothing, when it has more: the caller copies it out), or the log when it failed.
 COLLECT_SCRIPT = f"""
-out=$1; n=$2; shift 2
-rm -f "$out"
+out=$1; inline=$2; n=$3; shift 3
+rm -f "$out" "$out.log"
+(
 dir=$(mktemp -d) || exit 6
 artifacts() {{
   k=$#; i=0
@@ -76,10 +80,20 @@ status=$?
 tar -C "$dir" -cf "$out" . || status=7
 rm -rf "$dir"
 exit "$status"
+) >"$out.log" 2>&1
+status=$?
+if [ "$status" != 0 ]; then cat "$out.log"
+elif [ $(wc -c <"$out") -le "$inline" ]; then cat "$out"
+fi
+rm -f "$out.log"
+exit "$status"
 """
 
 PATCH_FILE = "/tmp/.polar-exec/patch.diff"
 COLLECT_FILE = "/tmp/.polar-exec/collect.tar"
+# the largest collect tar printed by the exec instead of copied out: under the smallest output limit a session
+# container can have (`runtime.output_limit_mb` >= 1), past which the exec would be killed
+INLINE_MAX = 512 * 1024
 
 
 def exclude_pathspecs(droppings: Sequence[str]) -> list[str]:
@@ -110,6 +124,7 @@ def collect_argv(workdir: str, base_commit: str, droppings: Sequence[str], artif
         COLLECT_SCRIPT,
         "polar-collect",
         COLLECT_FILE,
+        str(INLINE_MAX),
         str(len(artifacts)),
         *artifacts,
         workdir,
@@ -157,13 +172,16 @@ def collect_outputs(
     timeout: float = 420.0,
 ) -> Outputs:
     """`collect_patch` and the harness's logs and transcripts copied into ``dest`` (keeping their absolute layout; none
-    when ``dest`` is None), in one exec and one copy out. The artifacts come back even when the patch fails."""
+    when ``dest`` is None), in one exec, and a copy out when the exec did not print them. The artifacts come back even
+    when the patch fails."""
     paths = list(artifacts) if dest is not None else []
     result = container.exec(collect_argv(workdir, base_commit, droppings, paths), timeout=timeout)
-    try:
-        members = _tar_members(container.get_file(COLLECT_FILE))
-    except FileNotFoundError:
-        members = {}  # the script failed before it wrote anything: its exit status says why
+    members = _printed_members(result)
+    if members is None:
+        try:
+            members = _tar_members(container.get_file(COLLECT_FILE))
+        except FileNotFoundError:
+            members = {}  # the script failed before it wrote anything: its exit status says why
     found = _extract_artifacts(members.get(ARTIFACTS_MEMBER), paths, dest) if dest is not None else []
     if result.exit_code != 0:
         return Outputs(None, found, _patch_failed(result))
@@ -181,6 +199,17 @@ def _patch_failed(result: ExecResult) -> str:
 def _patch_text(data: bytes) -> str:
     # patches travel as JSON text (SWE-bench's model_patch); a non-UTF-8 hunk cannot be represented exactly there
     return data.decode("utf-8", errors="replace")
+
+
+def _printed_members(result: ExecResult) -> dict[str, bytes] | None:
+    """The members of the tar the collect script printed; None when it printed none (it failed, or the tar was over
+    `INLINE_MAX`) or what came is not a whole tar: the tar is then copied out of the container."""
+    if result.exit_code != 0 or not result.output or result.truncated:
+        return None
+    try:
+        return _tar_members(result.output)
+    except tarfile.TarError:
+        return None
 
 
 def _tar_members(data: bytes) -> dict[str, bytes]:

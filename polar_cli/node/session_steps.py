@@ -3,7 +3,7 @@
 The runtime's calls block, so each step runs on an executor thread. A step whose awaiting task is cancelled (Ctrl-C)
 cannot stop its thread; `in_thread` then cleans up what the thread returns once it ends (a container that finished
 starting after the session was cancelled is removed, not leaked). `Ahead` begins a step that a later one will want
-(POSTRUN's grading container, started while the agent's is collected) and drops its result if nobody takes it.
+(the grading container, started at the end of INIT for POSTRUN) and drops its result if nobody takes it.
 """
 
 from __future__ import annotations
@@ -27,6 +27,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("polar.node")
 X = TypeVar("X")
+
+
+def runtime_threads(init: int, run: int, postrun: int) -> int:
+    """The threads a node's runtime calls need: one for each INIT, RUN and POSTRUN in flight, one more for each INIT's
+    grading container starting behind it (an `Ahead` taken at POSTRUN), and two for the odd call between."""
+    return 2 * init + run + postrun + 2
 
 
 async def in_thread(executor: Executor, fn: Callable[[], X], on_abandon: Callable[[X], None] | None = None) -> X:

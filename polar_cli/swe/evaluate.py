@@ -37,6 +37,7 @@ from typing import Any, Literal, TypeVar
 
 from polar_cli.errors import ConfigError
 from polar_cli.runtime.base import Container, ContainerSpec, ExecResult, Runtime
+from polar_cli.runtime.inline import exec_with_files
 from polar_cli.swe import grading
 from polar_cli.swe.diffs import Patch
 from polar_cli.swe.grading import Grade
@@ -244,21 +245,23 @@ def _evaluate(
         if not empty and not to_apply.strip():
             reason = f"every change was reverted as tampering ({', '.join(check.reverted)})"
             return verdict(grading.unresolved(reason), applied=False)
-        container.put_files(
-            {
-                f"{EVAL_DIR}/model.patch": to_apply.encode(),
-                f"{EVAL_DIR}/test.patch": instance.test_patch.encode(),
-                f"{EVAL_DIR}/apply.sh": apply_script(f"{EVAL_DIR}/model.patch", kept.touched_paths()).encode(),
-                f"{EVAL_DIR}/eval.sh": script.encode(),
-            }
-        )
+        # written by the first exec that runs (`exec_with_files`: one round trip to the engine, not two)
+        files = {
+            f"{EVAL_DIR}/model.patch": to_apply.encode(),
+            f"{EVAL_DIR}/test.patch": instance.test_patch.encode(),
+            f"{EVAL_DIR}/apply.sh": apply_script(f"{EVAL_DIR}/model.patch", kept.touched_paths()).encode(),
+            f"{EVAL_DIR}/eval.sh": script.encode(),
+        }
         log = ""
         if not empty:
-            applied = container.exec(["bash", f"{EVAL_DIR}/apply.sh"], timeout=min(APPLY_TIMEOUT, options.timeout))
+            apply_argv = ["bash", f"{EVAL_DIR}/apply.sh"]
+            applied = exec_with_files(container, files, apply_argv, timeout=min(APPLY_TIMEOUT, options.timeout))
+            files = {}  # in the container now
             log = apply_log = _decode(applied.output)
             if applied.timed_out or applied.exit_code != 0:
                 return verdict(grading.unresolved("the patch did not apply"), applied=False, log=log)
-        run = container.exec(["bash", f"{EVAL_DIR}/eval.sh"], timeout=options.timeout, output_cap=OUTPUT_CAP)
+        eval_argv = ["bash", f"{EVAL_DIR}/eval.sh"]
+        run = exec_with_files(container, files, eval_argv, timeout=options.timeout, output_cap=OUTPUT_CAP)
         log += _decode(run.output)
         if run.truncated:
             log += f"\npolar: test output cut at {OUTPUT_CAP // 2**20} MiB\n"

@@ -4,7 +4,8 @@
 session's helper scripts are ``/bin/sh -c SCRIPT NAME ...`` (``polar-base``, ``polar-strip``, ``polar-collect``,
 ``polar-patch``), the evaluator's are files it wrote (``/tmp/polar-eval/run.sh`` -> ``run.sh``); anything else
 is the harness itself (``harness``). `session_responder` plays a harness session's container; evaluation tests pass
-their own.
+their own. Files an exec writes before its command (`runtime.inline.exec_with_files`) are put as `put_files` puts
+them, and the exec is the command's.
 
 What it cannot show: Docker's own behaviour (exec framing, timeouts that kill a process tree, labels and sweeps);
 the integration tier runs those against a real engine.
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 from polar_cli.errors import RuntimeFailure
 from polar_cli.harness.collect import ARTIFACTS_MEMBER, COLLECT_FILE, PATCH_FILE, PATCH_MEMBER
 from polar_cli.runtime.base import RELAY_BIN, ContainerSpec, ExecResult, Log
+from polar_cli.runtime.inline import WRITE_FAILED, WRITE_FAILED_EXIT, WRITE_SCRIPT
 
 BASE = "b" * 40
 PATCH = "diff --git a/x b/x\n"
@@ -84,10 +86,13 @@ def session_responder(harness: ExecResult, *, fail_patch: bool = False) -> Respo
             container.files[PATCH_FILE] = PATCH.encode()
             return result("")
         if name == "polar-collect":
-            wanted = int(container.execs[-1][0][5])  # how many artifact paths the script was given
+            argv = container.execs[-1][0]
+            inline, wanted = int(argv[5]), int(argv[6])  # the most it prints; how many artifact paths it was given
             artifacts = {ARTIFACT: b"{}\n"} if wanted else {}
-            container.files[COLLECT_FILE] = collected_tar(None if failing else PATCH.encode(), artifacts)
-            return result("fatal: bad object", 5) if failing else result("")
+            tar = container.files[COLLECT_FILE] = collected_tar(None if failing else PATCH.encode(), artifacts)
+            if failing:
+                return result("fatal: bad object", 5)
+            return result(tar if len(tar) <= inline else b"")  # printed when small, as the script does
         return harness
 
     return respond
@@ -121,8 +126,19 @@ class FakeContainer:
         output_cap: int = 8 * 1024 * 1024,
         clock: Callable[[], float] = time.monotonic,
     ) -> ExecResult:
-        self.execs.append((list(argv), timeout, stdin))
-        return self.respond(script_name(list(argv)), self)
+        argv = list(argv)
+        if argv[:4] == ["/bin/sh", "-c", WRITE_SCRIPT, "polar-write"]:  # files first, then the command
+            files: dict[str, bytes] = {}
+            while argv[4] != "--":
+                files[argv[4]] = argv[5].encode()
+                argv = argv[:4] + argv[6:]
+            if self.fail_put:
+                return result(f"{WRITE_FAILED} {next(iter(files))}: disk full\n", WRITE_FAILED_EXIT)
+            self.files.update(files)  # (not through put_files: tests count those copies)
+            self.modes.update(dict.fromkeys(files, 0o644))
+            argv = argv[5:]
+        self.execs.append((argv, timeout, stdin))
+        return self.respond(script_name(argv), self)
 
     @property
     def scripts(self) -> list[str]:

@@ -13,10 +13,14 @@ from polar_cli.harness.collect import (
     ARTIFACTS_MEMBER,
     BASE_SCRIPT,
     COLLECT_SCRIPT,
+    INLINE_MAX,
     PATCH_MEMBER,
     PATCH_SCRIPT,
+    collect_outputs,
     exclude_pathspecs,
 )
+from polar_cli.runtime.base import ExecResult
+from tests.support.fake_runtime import FakeContainer, result
 
 GIT_ENV = {"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1", "PATH": "/usr/bin:/bin", "HOME": "/tmp"}
 
@@ -110,20 +114,22 @@ def test_a_plain_directory_becomes_a_repository(tmp_path: Path) -> None:
 
 
 def collect(
-    out: Path, artifacts: list[str], repo: Path, base: str, droppings: list[str]
-) -> tuple[subprocess.CompletedProcess[str], dict[str, bytes]]:
-    """COLLECT_SCRIPT's exit and output, and its tar's members by name."""
-    result = sh(
-        COLLECT_SCRIPT, str(out), str(len(artifacts)), *artifacts, str(repo), base, *exclude_pathspecs(droppings)
-    )
+    out: Path, artifacts: list[str], repo: Path, base: str, droppings: list[str], inline: int = INLINE_MAX
+) -> tuple[subprocess.CompletedProcess[bytes], dict[str, bytes]]:
+    """COLLECT_SCRIPT's exit and output (stdout and stderr apart), and its tar's members by name."""
+    argv = [str(out), str(inline), str(len(artifacts)), *artifacts, str(repo), base, *exclude_pathspecs(droppings)]
+    result = subprocess.run(["/bin/sh", "-c", COLLECT_SCRIPT, "test", *argv], capture_output=True, env=GIT_ENV)
+    return result, members_of(out.read_bytes()) if out.exists() else {}
+
+
+def members_of(tar_bytes: bytes) -> dict[str, bytes]:
     members: dict[str, bytes] = {}
-    if out.exists():
-        with tarfile.open(out) as tar:
-            for m in tar.getmembers():
-                fh = tar.extractfile(m) if m.isfile() else None
-                if fh is not None:
-                    members[m.name.removeprefix("./")] = fh.read()
-    return result, members
+    with tarfile.open(fileobj=io.BytesIO(tar_bytes)) as tar:
+        for m in tar.getmembers():
+            fh = tar.extractfile(m) if m.isfile() else None
+            if fh is not None:
+                members[m.name.removeprefix("./")] = fh.read()
+    return members
 
 
 def names_in(tar_bytes: bytes) -> list[str]:
@@ -146,7 +152,8 @@ def test_collect_takes_the_patch_byte_for_byte_as_the_patch_script_and_only_the_
     artifacts = [str(tmp_path / "logs"), str(tmp_path / "missing")]
     result, members = collect(tmp_path / "c.tar", artifacts, repo, base, [".claude"])
 
-    assert result.returncode == 0 and result.stdout == result.stderr == ""
+    # the tar is printed (nothing else is), and left in the container for a copy out
+    assert result.returncode == 0 and result.stderr == b"" and result.stdout == (tmp_path / "c.tar").read_bytes()
     assert set(members) == {PATCH_MEMBER, ARTIFACTS_MEMBER}
     assert members[PATCH_MEMBER] == alone.encode() and "GIT binary patch" in alone and ".claude" not in alone
     names = names_in(members[ARTIFACTS_MEMBER])
@@ -166,7 +173,56 @@ def test_a_failing_patch_fails_the_collect_with_its_own_output_and_keeps_the_art
     (tmp_path / "logs").mkdir()
     (tmp_path / "logs" / "a.jsonl").write_text("{}\n")
     result, members = collect(tmp_path / "c.tar", [str(tmp_path / "logs")], repo, "f" * 40, [])
-    assert result.returncode != 0 and "f" * 40 in result.stderr
+    assert result.returncode != 0 and ("f" * 40).encode() in result.stdout  # the log, not the tar
     assert ARTIFACTS_MEMBER in members  # (and whatever the failed diff left: the exit status says it failed)
     result, members = collect(tmp_path / "c.tar", [], tmp_path / "absent", "f" * 40, [])
     assert result.returncode == 3 and members == {}
+
+
+def test_a_tar_over_the_inline_limit_is_left_to_copy_out(repo: Path, tmp_path: Path) -> None:
+    (repo / "keep.py").write_text("a = 2\n")
+    result, members = collect(tmp_path / "c.tar", [], repo, base_of(repo), [], inline=100)
+    assert result.returncode == 0 and result.stdout == b"" and b"+a = 2" in members[PATCH_MEMBER]
+
+
+class Collecting(FakeContainer):
+    """A container whose collect exec answers ``answer`` and leaves ``left`` as the tar to copy out."""
+
+    def __init__(self, answer: ExecResult, left: bytes | None) -> None:
+        super().__init__("c0", None, lambda name, container: answer)  # type: ignore[arg-type]
+        if left is not None:
+            self.files["/tmp/.polar-exec/collect.tar"] = left
+        self.copied: list[str] = []
+
+    def get_file(self, path: str) -> bytes:
+        self.copied.append(path)
+        return super().get_file(path)
+
+
+def tar_with_patch(patch: bytes) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        info = tarfile.TarInfo(f"./{PATCH_MEMBER}")
+        info.size = len(patch)
+        tar.addfile(info, io.BytesIO(patch))
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("answer", "copied"),
+    [
+        (result(tar_with_patch(b"printed")), []),  # printed: no copy out
+        (result(b""), ["/tmp/.polar-exec/collect.tar"]),  # over the inline limit: copied out
+        (result(b"not a tar at all"), ["/tmp/.polar-exec/collect.tar"]),  # cut short: copied out
+    ],
+)
+def test_collect_outputs_takes_the_printed_tar_or_copies_it_out(answer: ExecResult, copied: list[str]) -> None:
+    container = Collecting(answer, tar_with_patch(b"copied"))
+    taken = collect_outputs(container, "/testbed", "b" * 40, [])
+    assert taken.patch == ("printed" if not copied else "copied") and container.copied == copied
+
+
+def test_a_failed_collect_says_why_from_its_log_and_still_copies_the_artifacts_out() -> None:
+    container = Collecting(result(b"fatal: bad object", 5), tar_with_patch(b""))
+    taken = collect_outputs(container, "/testbed", "b" * 40, [])
+    assert taken.patch is None and "fatal: bad object" in (taken.error or "") and container.copied
