@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from polar_cli.generate.stages import GenerateStages, PooledSession, SessionPlan
 from polar_cli.node.pools import Job
-from polar_cli.tasks.kinds import Images
+from polar_cli.tasks.images import Images
 
 log = logging.getLogger("polar.cluster")
 

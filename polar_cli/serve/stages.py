@@ -36,7 +36,7 @@ from polar_cli.serve.evaluators import Graded, evaluate
 from polar_cli.serve.results import SessionOutput
 from polar_cli.serve.tasks import TaskPlan
 from polar_cli.swe.manifest import Instance
-from polar_cli.tasks.kinds import Images
+from polar_cli.tasks.images import Images
 from polar_cli.trajectory import Build, build_traces
 
 log = logging.getLogger("polar.serve")

@@ -13,7 +13,7 @@ Adding a kind: a `TaskKind` here with its methods, and its line in `kind_of`.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Self
 
@@ -26,7 +26,8 @@ if TYPE_CHECKING:
     from polar_cli.config import Recipe
     from polar_cli.harbor.verify import Verdict as HarborVerdict
     from polar_cli.harness.session import Prepared
-    from polar_cli.runtime.base import Container, Log, Runtime
+    from polar_cli.runtime.base import Container, Runtime
+    from polar_cli.tasks.images import Images
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,26 +65,6 @@ class Grading:
     runtime: Runtime
     recipe: Recipe
     model: str
-
-
-@dataclass(frozen=True, slots=True)
-class Images:
-    """Where the images of a run's tasks come from: the runtime, whether a missing one is built (else pulled), the
-    manifest whose build specs make SWE instances' images and its name template, the FROM table that Harbor tasks'
-    Dockerfiles are mapped by."""
-
-    runtime: Runtime
-    build: bool
-    log: Log
-    manifest: str | None = None
-    template: str | None = None
-    harbor_bases: Mapping[str, str] | None = None
-
-    @classmethod
-    def of_recipe(cls, recipe: Recipe, runtime: Runtime, log: Log) -> Images:
-        m = recipe.manifest
-        bases = recipe.harbor.base_images
-        return cls(runtime, recipe.runtime.build_images, log, m.source, m.image_template, bases)
 
 
 class TaskKind(ABC):

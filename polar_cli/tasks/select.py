@@ -13,7 +13,8 @@ from polar_cli.errors import ConfigError
 from polar_cli.harbor.tasks import HarborTask, is_task_source, load_tasks
 from polar_cli.runtime.base import Runtime
 from polar_cli.swe.manifest import Instance, load_manifest, parse_shard, select
-from polar_cli.tasks.kinds import Images, TaskKind, kind_of
+from polar_cli.tasks.images import Images
+from polar_cli.tasks.kinds import TaskKind, kind_of
 
 log = logging.getLogger("polar.generate")
 

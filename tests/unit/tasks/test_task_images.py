@@ -17,7 +17,8 @@ from polar_cli.harbor.images import base_tag, task_image
 from polar_cli.node.session_stages import SessionStages
 from polar_cli.node.session_steps import SessionSteps
 from polar_cli.swe.images import instance_image
-from polar_cli.tasks.kinds import SWE, HarborKind, Images
+from polar_cli.tasks.images import Images
+from polar_cli.tasks.kinds import SWE, HarborKind
 from polar_cli.tasks.select import prepare_images, select_tasks
 from tests.support.fake_runtime import FakeRuntime
 
