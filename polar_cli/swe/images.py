@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import fnmatch
 import time
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -129,21 +129,23 @@ def _build_groups(instances: Iterable[Instance]) -> dict[str, tuple[BuildSpec, l
     return groups
 
 
-def build_instance_images(
-    manifest_path: str | Path, runtime: Runtime, *, log: Log = print, only: Collection[str] | None = None
-) -> list[InstanceImageBuild]:
-    """Build every image the manifest's build specs describe (bootstrapping the base image first if needed); with
-    ``only``, just the images of those instance ids."""
+def build_instance_images(manifest_path: str | Path, runtime: Runtime, *, log: Log = print) -> list[InstanceImageBuild]:
+    """Build every image the manifest's build specs describe (bootstrapping the base image first if needed)."""
+    instances = load_manifest(manifest_path)
+    if not any(i.build is not None for i in instances):
+        raise ConfigError(f"manifest {manifest_path}: no row carries a build spec")
+    return build_images(instances, runtime, log=log)
+
+
+def build_images(instances: Iterable[Instance], runtime: Runtime, *, log: Log = print) -> list[InstanceImageBuild]:
+    """Build the images the build specs of ``instances`` describe (rows without one are left out), each tagged by its
+    build context's digest and that tag named as the row's image: a context that has not changed is not built
+    again."""
     from polar_cli.runtime.images import context_digest
 
-    groups = _build_groups(load_manifest(manifest_path))
+    groups = _build_groups(instances)
     if not groups:
-        raise ConfigError(f"manifest {manifest_path}: no row carries a build spec")
-    if only is not None:
-        wanted = set(only)
-        groups = {image: (spec, ids) for image, (spec, ids) in groups.items() if wanted.intersection(ids)}
-        if not groups:
-            return []
+        return []
     base = runtime.base_image(log=log)
     results = []
     for image, (spec, ids) in groups.items():

@@ -16,12 +16,14 @@ if TYPE_CHECKING:
 @dataclass(frozen=True, slots=True)
 class Images:
     """Where the images of a run's tasks come from: the runtime, whether a missing one is built (else pulled), the
-    manifest whose build specs make SWE instances' images and its name template, the FROM table that Harbor tasks'
-    Dockerfiles are mapped by."""
+    manifest SWE instances were read from and its image name template, the FROM table that Harbor tasks' Dockerfiles
+    are mapped by."""
 
     runtime: Runtime
     build: bool
     log: Log
+    # the run's own manifest; None: rows a caller sent (the service's inline instances), whose build specs are not
+    # built (they would name directories of this machine)
     manifest: str | None = None
     template: str | None = None
     harbor_bases: Mapping[str, str] | None = None

@@ -122,14 +122,13 @@ class SweTask(TaskKind):
 
     @classmethod
     def ready_images(cls, tasks: Sequence[tuple[Instance, Self]], images: Images) -> dict[str, str]:
-        """The instances' images by the manifest's rows or its template; those the manifest builds built (just the
-        ones these instances need, each tagged by its build context's digest), the rest pulled."""
-        from polar_cli.swe.images import build_instance_images, ensure_image, instance_image
+        """The instances' images by the manifest's rows or its template; those their rows' build specs make built
+        (each tagged by its build context's digest) when they come from the run's own manifest, the rest pulled."""
+        from polar_cli.swe.images import build_images, ensure_image, instance_image
 
         names = {i.instance_id: instance_image(i, images.template) for i, _ in tasks}
-        buildable = [i.instance_id for i, _ in tasks if i.build is not None]
-        if images.build and buildable and images.manifest is not None:
-            build_instance_images(images.manifest, images.runtime, log=images.log, only=buildable)
+        if images.build and images.manifest is not None:
+            build_images([i for i, _ in tasks], images.runtime, log=images.log)
         for name in sorted(set(names.values())):
             ensure_image(images.runtime, name)
         return names
